@@ -1,0 +1,424 @@
+/**
+ * The append-only, totally ordered, durable event log of one session — the source of truth.
+ *
+ * `append` returns only once the event is durable (for the file layer: after fsync). Concurrent
+ * appends are group-committed: one backend commit serves every append that arrived while the
+ * previous commit was in flight. `stream` tails the log live without missing or repeating an
+ * event across the switch from stored to live events.
+ *
+ * @example
+ * ```ts
+ * import { EventLog } from "@musekit/core"
+ * import { Effect, Stream } from "effect"
+ *
+ * const program = Effect.gen(function* () {
+ *   const log = yield* EventLog.EventLog
+ *   const e = yield* log.append({ agent: "main", type: "user.message", data: { text: "hi" } })
+ *   const all = yield* Stream.runCollect(log.read(0))
+ *   return [e.seq, all.length] // [0, 1]
+ * }).pipe(Effect.provide(EventLog.layerMemory("demo")))
+ * ```
+ */
+import {
+  Chunk,
+  Clock,
+  Context,
+  Deferred,
+  Effect,
+  Either,
+  Layer,
+  PubSub,
+  Queue,
+  Schema,
+  type Scope,
+  Stream
+} from "effect"
+import * as Event from "./Event.js"
+import * as Redactor from "./Redactor.js"
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/** A line in the middle of a log is damaged. Nothing was deleted; the file needs a person. */
+export class LogCorrupted extends Schema.TaggedError<LogCorrupted>("@musekit/core/LogCorrupted")("LogCorrupted", {
+  file: Schema.String,
+  line: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `event log ${this.file} is corrupt at line ${this.line}: ${this.reason}. Nothing was deleted; move the file aside or repair that line by hand.`
+  }
+}
+
+/** Another live process holds the session open for writing. */
+export class SessionLocked extends Schema.TaggedError<SessionLocked>("@musekit/core/SessionLocked")("SessionLocked", {
+  session: Schema.String,
+  pid: Schema.Number,
+  lockFile: Schema.String
+}) {
+  override get message() {
+    return `session ${this.session} is open for writing by process ${this.pid} (lock ${this.lockFile}); close that process first`
+  }
+}
+
+export class SessionNotFound extends Schema.TaggedError<SessionNotFound>("@musekit/core/SessionNotFound")(
+  "SessionNotFound",
+  { session: Schema.String, where: Schema.String }
+) {
+  override get message() {
+    return `no session ${this.session} in ${this.where}`
+  }
+}
+
+export class BlobNotFound extends Schema.TaggedError<BlobNotFound>("@musekit/core/BlobNotFound")("BlobNotFound", {
+  hash: Schema.String
+}) {
+  override get message() {
+    return `blob ${this.hash} is missing from the blob store`
+  }
+}
+
+export class BlobCorrupted extends Schema.TaggedError<BlobCorrupted>("@musekit/core/BlobCorrupted")("BlobCorrupted", {
+  hash: Schema.String,
+  file: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `blob ${this.hash} (${this.file}) is damaged: ${this.reason}`
+  }
+}
+
+/** The backend failed to make events durable; the log refuses further appends. */
+export class LogWriteFailed extends Schema.TaggedError<LogWriteFailed>("@musekit/core/LogWriteFailed")(
+  "LogWriteFailed",
+  { session: Schema.String, reason: Schema.String }
+) {
+  override get message() {
+    return `could not write to the event log of session ${this.session}: ${this.reason}`
+  }
+}
+
+export class LogClosed extends Schema.TaggedError<LogClosed>("@musekit/core/LogClosed")("LogClosed", {
+  session: Schema.String
+}) {
+  override get message() {
+    return `the event log of session ${this.session} is closed`
+  }
+}
+
+export type EventLogError =
+  | LogCorrupted
+  | SessionLocked
+  | SessionNotFound
+  | BlobNotFound
+  | BlobCorrupted
+  | LogWriteFailed
+  | LogClosed
+
+// ---------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------
+
+export interface Service {
+  readonly sessionId: string
+  /** Append one event; resolves once it is durable. */
+  readonly append: (draft: Event.Draft) => Effect.Effect<Event.Envelope, EventLogError>
+  /** Append several events atomically ordered (consecutive seqs); resolves once all are durable. */
+  readonly appendAll: (
+    drafts: ReadonlyArray<Event.Draft>
+  ) => Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError>
+  /** Stored events with `seq >= fromSeq`, up to the last durable event at the time of the call. */
+  readonly read: (fromSeq?: number) => Stream.Stream<Event.Envelope, EventLogError>
+  /** Stored events from `fromSeq`, then every new event as it becomes durable. Never ends by itself. */
+  readonly stream: (fromSeq?: number) => Stream.Stream<Event.Envelope, EventLogError>
+  /** Sequence number of the last durable event, -1 for an empty log. */
+  readonly lastSeq: Effect.Effect<number>
+  /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
+  readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLogError>
+  readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+}
+
+export class EventLog extends Context.Tag("@musekit/core/EventLog")<EventLog, Service>() {}
+
+/** One committed record: the envelope and its canonical JSON line (no newline, no checksum). */
+export interface Committed {
+  readonly event: Event.Envelope
+  readonly line: string
+}
+
+/** What a storage backend supplies; `make` adds seq assignment, redaction, group commit and tailing. */
+export interface Backend {
+  /** Seq of the last stored event when the backend was opened (-1 when empty). */
+  readonly lastSeq: number
+  /** Make a batch durable, in order. Called by one committer at a time. */
+  readonly commit: (batch: ReadonlyArray<Committed>) => Effect.Effect<void, EventLogError>
+  /** Stored events with `fromSeq <= seq <= toSeq`. */
+  readonly read: (fromSeq: number, toSeq: number) => Stream.Stream<Event.Envelope, EventLogError>
+  readonly putBlob: (data: Uint8Array) => Effect.Effect<string, EventLogError>
+  readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+}
+
+export interface MakeOptions {
+  readonly sessionId: string
+  readonly redactor?: Redactor.Redactor | undefined
+  /** Largest number of events one commit may carry. */
+  readonly maxBatch?: number | undefined
+}
+
+interface Pending {
+  readonly items: ReadonlyArray<Committed>
+  readonly done: Deferred.Deferred<void, EventLogError>
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * Build the full service over a backend. The returned log lives as long as the scope; closing it
+ * fails appends that were not committed yet with `LogClosed` (they were never acknowledged).
+ */
+export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const sessionId = options.sessionId
+    const redactor = options.redactor ?? Redactor.none
+    const maxBatch = options.maxBatch ?? 4096
+    let nextSeq = backend.lastSeq + 1
+    let durableSeq = backend.lastSeq
+    let failure: EventLogError | undefined
+    let closed = false
+    const queue = yield* Queue.unbounded<Pending>()
+    const pubsub = yield* PubSub.unbounded<ReadonlyArray<Event.Envelope>>()
+
+    const seal = (drafts: ReadonlyArray<Event.Draft>, at: number): Array<Committed> =>
+      drafts.map((d) => {
+        const seq = nextSeq++
+        const dataJson = Event.canonicalJson(d.data)
+        const redacted = redactor.redact(dataJson)
+        const data = redacted === dataJson ? d.data : JSON.parse(redacted)
+        const event: Event.Envelope = {
+          v: Event.FORMAT_VERSION,
+          seq,
+          id: Event.idFor(seq),
+          at,
+          agent: d.agent,
+          parent: d.parent ?? null,
+          type: d.type,
+          data
+        }
+        return { event, line: Event.encodeLine(event) }
+      })
+
+    const committer = Effect.gen(function* () {
+      while (true) {
+        const first = yield* Queue.take(queue)
+        const rest = yield* Queue.takeUpTo(queue, maxBatch)
+        const group = [first, ...Chunk.toReadonlyArray(rest)]
+        const batch = group.flatMap((p) => p.items)
+        const result = failure
+          ? Either.left(failure)
+          : yield* backend.commit(batch).pipe(
+              Effect.catchAllDefect((d) => Effect.fail(new LogWriteFailed({ session: sessionId, reason: String(d) }))),
+              Effect.either
+            )
+        if (Either.isRight(result)) {
+          durableSeq = batch[batch.length - 1]!.event.seq
+          for (const p of group) yield* Deferred.succeed(p.done, undefined)
+          yield* PubSub.publish(
+            pubsub,
+            batch.map((c) => c.event)
+          )
+        } else {
+          failure = result.left
+          for (const p of group) yield* Deferred.fail(p.done, result.left)
+        }
+      }
+    })
+    yield* Effect.forkScoped(committer)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        closed = true
+        const left = yield* Queue.takeAll(queue)
+        for (const p of left) yield* Deferred.fail(p.done, new LogClosed({ session: sessionId }))
+      })
+    )
+
+    const appendAll = (drafts: ReadonlyArray<Event.Draft>) =>
+      Effect.gen(function* () {
+        if (drafts.length === 0) return []
+        const at = yield* Clock.currentTimeMillis
+        const done = yield* Deferred.make<void, EventLogError>()
+        const items = yield* Effect.suspend(() => {
+          if (failure) return Effect.fail(failure)
+          if (closed) return Effect.fail(new LogClosed({ session: sessionId }))
+          const items = seal(drafts, at)
+          // seq assignment and enqueueing happen in one synchronous step, so queue order = seq order
+          Queue.unsafeOffer(queue, { items, done })
+          return Effect.succeed(items)
+        })
+        yield* Deferred.await(done)
+        return items.map((c) => c.event)
+      }).pipe(Effect.uninterruptible, Effect.withSpan("EventLog.append"))
+
+    const read = (fromSeq = 0): Stream.Stream<Event.Envelope, EventLogError> =>
+      Stream.suspend(() => (fromSeq > durableSeq ? Stream.empty : backend.read(Math.max(0, fromSeq), durableSeq)))
+
+    const stream = (fromSeq = 0): Stream.Stream<Event.Envelope, EventLogError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          const sub = yield* PubSub.subscribe(pubsub)
+          const upTo = durableSeq
+          const stored = fromSeq > upTo ? Stream.empty : backend.read(Math.max(0, fromSeq), upTo)
+          const live = Stream.fromQueue(sub).pipe(
+            Stream.flattenIterables,
+            Stream.filter((e) => e.seq > upTo && e.seq >= fromSeq)
+          )
+          return Stream.concat(stored, live)
+        })
+      )
+
+    return {
+      sessionId,
+      append: (draft) => Effect.map(appendAll([draft]), (es) => es[0]!),
+      appendAll,
+      read,
+      stream,
+      lastSeq: Effect.sync(() => durableSeq),
+      putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
+      getBlob: backend.getBlob
+    } satisfies Service
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Memory backend
+// ---------------------------------------------------------------------------------------------
+
+/** sha256 hex of bytes, via Web Crypto (no Node import). */
+export const sha256Hex = (data: Uint8Array): Effect.Effect<string> =>
+  Effect.promise(async () => {
+    const digest = await globalThis.crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>)
+    return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("")
+  })
+
+/** An in-memory backend; `events` may be pre-filled (e.g. to open a recorded session). */
+export const memoryBackend = (
+  initial: ReadonlyArray<Event.Envelope> = [],
+  blobs: Map<string, Uint8Array> = new Map()
+): Effect.Effect<Backend & { readonly events: ReadonlyArray<Event.Envelope> }> =>
+  Effect.sync(() => {
+    const store: Array<Event.Envelope> = [...initial]
+    return {
+      get events() {
+        return store
+      },
+      lastSeq: initial.length - 1,
+      commit: (batch) =>
+        Effect.sync(() => {
+          for (const c of batch) store.push(c.event)
+        }),
+      read: (fromSeq, toSeq) => Stream.suspend(() => Stream.fromIterable(store.slice(fromSeq, toSeq + 1))),
+      putBlob: (data) =>
+        Effect.map(sha256Hex(data), (hash) => {
+          blobs.set(hash, data)
+          return hash
+        }),
+      getBlob: (hash) =>
+        Effect.suspend(() => {
+          const b = blobs.get(hash)
+          return b ? Effect.succeed(b) : Effect.fail(new BlobNotFound({ hash }))
+        })
+    }
+  })
+
+/** An in-memory log, for tests and for SDK users who do not need durability. */
+export const layerMemory = (
+  sessionId = "memory",
+  options: { readonly initial?: ReadonlyArray<Event.Envelope>; readonly redactor?: Redactor.Redactor } = {}
+): Layer.Layer<EventLog> =>
+  Layer.scoped(
+    EventLog,
+    Effect.flatMap(memoryBackend(options.initial ?? []), (backend) =>
+      make(backend, { sessionId, redactor: options.redactor })
+    )
+  )
+
+/** Read a whole log into an array (convenience for tests and tools). */
+export const readAll = (log: Service, fromSeq = 0): Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError> =>
+  Effect.map(Stream.runCollect(log.read(fromSeq)), Chunk.toReadonlyArray)
+
+// ---------------------------------------------------------------------------------------------
+// Store: the set of sessions a backend holds
+// ---------------------------------------------------------------------------------------------
+
+/** A session as listed by a store, read without loading whole logs. */
+export interface SessionInfo {
+  readonly id: string
+  readonly title: string | null
+  /** `at` of the first event (ms since epoch), null for an empty log. */
+  readonly started: number | null
+  /** `at` of the last event, null for an empty log. */
+  readonly lastEventAt: number | null
+  /** Number of events (last seq + 1). */
+  readonly events: number
+  /** Size in bytes of the stored log. */
+  readonly bytes: number
+}
+
+export interface OpenOptions {
+  /** Create the session when it does not exist (default false: a missing session is `SessionNotFound`). */
+  readonly create?: boolean | undefined
+}
+
+export interface StoreService {
+  readonly open: (sessionId: string, options?: OpenOptions) => Effect.Effect<Service, EventLogError, Scope.Scope>
+  readonly sessions: Effect.Effect<ReadonlyArray<SessionInfo>, EventLogError>
+  readonly exists: (sessionId: string) => Effect.Effect<boolean>
+}
+
+export class EventStore extends Context.Tag("@musekit/core/EventStore")<EventStore, StoreService>() {}
+
+/** A store that keeps every session in memory (tests, embedding). */
+export const makeMemoryStore = (options: { readonly redactor?: Redactor.Redactor } = {}): StoreService => {
+  const logs = new Map<string, Array<Event.Envelope>>()
+  const blobs = new Map<string, Uint8Array>()
+  return {
+    open: (sessionId, opts) =>
+      Effect.gen(function* () {
+        const existing = logs.get(sessionId)
+        if (!existing && !opts?.create) return yield* new SessionNotFound({ session: sessionId, where: "memory" })
+        const backend = yield* memoryBackend(existing ?? [], blobs)
+        const service = yield* make(backend, { sessionId, redactor: options.redactor })
+        yield* Effect.addFinalizer(() => Effect.sync(() => logs.set(sessionId, [...backend.events])))
+        logs.set(sessionId, backend.events as Array<Event.Envelope>)
+        return service
+      }),
+    sessions: Effect.sync(() =>
+      [...logs.entries()].map(([id, events]) => {
+        const first = events[0]
+        const last = events[events.length - 1]
+        const title = first && typeof first.data === "object" && first.data !== null ? (first.data as any).title : null
+        return {
+          id,
+          title: typeof title === "string" ? title : null,
+          started: first?.at ?? null,
+          lastEventAt: last?.at ?? null,
+          events: events.length,
+          bytes: events.reduce((n, e) => n + Event.encodeLine(e).length + 1, 0)
+        }
+      })
+    ),
+    exists: (sessionId) => Effect.sync(() => logs.has(sessionId))
+  }
+}
+
+export const layerMemoryStore = (options: { readonly redactor?: Redactor.Redactor } = {}): Layer.Layer<EventStore> =>
+  Layer.sync(EventStore, () => makeMemoryStore(options))
+
+/** Open one session of the store in context as the `EventLog` of a layer. */
+export const layerFromStore = (
+  sessionId: string,
+  options?: OpenOptions
+): Layer.Layer<EventLog, EventLogError, EventStore> =>
+  Layer.scoped(
+    EventLog,
+    Effect.flatMap(EventStore, (store) => store.open(sessionId, options))
+  )

@@ -1,0 +1,9 @@
+/**
+ * @musekit/node — Node layers for MuseKit: the durable file event log, workspace tools, git.
+ *
+ * @example
+ * ```ts
+ * import { EventLogFile } from "@musekit/node"
+ * ```
+ */
+export * as EventLogFile from "./EventLogFile.js"

@@ -1,0 +1,166 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { EventLog } from "@musekit/core"
+import { Effect, Exit, Scope } from "effect"
+import { EventLogFile } from "../src/index.js"
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "muse-log-"))
+
+const withLog = <A, E>(
+  dir: string,
+  session: string,
+  f: (log: EventLog.Service) => Effect.Effect<A, E>,
+  create = true
+) => Effect.scoped(Effect.flatMap(EventLogFile.open(session, { dir, create }), f))
+
+const fill = (dir: string, n: number) =>
+  withLog(dir, "s1", (log) =>
+    Effect.forEach(
+      Array.from({ length: n }, (_, i) => i),
+      (i) => log.append({ agent: "main", type: "test.n", data: { i, text: "ünïcödé ✓" } })
+    )
+  )
+
+describe("EventLogFile", () => {
+  it.effect("appends are durable, reopen continues the sequence, file is 0600", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* fill(dir, 10)
+      const file = path.join(dir, "sessions", "s1.jsonl")
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600)
+      const more = yield* withLog(dir, "s1", (log) => log.append({ agent: "main", type: "x", data: {} }))
+      expect(more.seq).toBe(10)
+      const all = yield* EventLogFile.readSession("s1", { dir })
+      expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 11 }, (_, i) => i))
+      expect((all[3]!.data as any).text).toBe("ünïcödé ✓")
+    })
+  )
+
+  it.effect("16 concurrent appenders produce a gapless sequence on disk", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* withLog(dir, "s1", (log) =>
+        Effect.forEach(
+          Array.from({ length: 16 }, (_, a) => a),
+          (a) =>
+            Effect.forEach(
+              Array.from({ length: 40 }, (_, i) => i),
+              (i) => log.append({ agent: `w${a}`, type: "t", data: { i } })
+            ),
+          { concurrency: "unbounded" }
+        )
+      )
+      const all = yield* EventLogFile.readSession("s1", { dir })
+      expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 640 }, (_, i) => i))
+    })
+  )
+
+  it.effect("a torn tail is cut off, kept aside, and the session opens", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* fill(dir, 5)
+      const file = path.join(dir, "sessions", "s1.jsonl")
+      const good = fs.readFileSync(file)
+      fs.appendFileSync(file, '{"v":1,"seq":5,"id":"e5","at":1,"agent":"main","par')
+      const e = yield* withLog(dir, "s1", (log) => log.append({ agent: "main", type: "after", data: null }))
+      expect(e.seq).toBe(5)
+      const aside = fs.readdirSync(path.join(dir, "sessions")).filter((f) => f.includes(".torn-"))
+      expect(aside).toHaveLength(1)
+      expect(fs.readFileSync(path.join(dir, "sessions", aside[0]!), "utf8")).toBe(
+        '{"v":1,"seq":5,"id":"e5","at":1,"agent":"main","par'
+      )
+      expect(fs.readFileSync(file).subarray(0, good.length).equals(good)).toBe(true)
+    })
+  )
+
+  it.effect("a complete last line with a bad checksum is also a torn tail", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* fill(dir, 3)
+      const file = path.join(dir, "sessions", "s1.jsonl")
+      const text = fs.readFileSync(file, "utf8")
+      fs.writeFileSync(file, text.replace(/"i":2/, '"i":7'))
+      const all = yield* withLog(dir, "s1", (log) => EventLog.readAll(log))
+      expect(all.map((e) => e.seq)).toEqual([0, 1])
+    })
+  )
+
+  it.effect("a corrupt line in the middle is a clear error naming file and line; nothing is deleted", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* fill(dir, 5)
+      const file = path.join(dir, "sessions", "s1.jsonl")
+      const lines = fs.readFileSync(file, "utf8").split("\n")
+      lines[2] = lines[2]!.replace('"i":2', '"i":9')
+      const damaged = lines.join("\n")
+      fs.writeFileSync(file, damaged)
+      const err = yield* Effect.flip(withLog(dir, "s1", (log) => log.lastSeq))
+      expect(err._tag).toBe("LogCorrupted")
+      expect(err.message).toBe(
+        `event log ${file} is corrupt at line 3: checksum mismatch. Nothing was deleted; move the file aside or repair that line by hand.`
+      )
+      expect(fs.readFileSync(file, "utf8")).toBe(damaged)
+      expect(fs.readdirSync(path.join(dir, "sessions")).filter((f) => f.includes(".torn-"))).toHaveLength(0)
+    })
+  )
+
+  it.effect("a truncated blob is reported as corrupted, a missing one as not found", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const payload = "x".repeat(10_000)
+      const hash = yield* withLog(dir, "s1", (log) => log.putBlob(payload))
+      const blobFile = path.join(dir, "blobs", hash.slice(0, 2), hash)
+      expect(fs.readFileSync(blobFile, "utf8")).toBe(payload)
+      fs.truncateSync(blobFile, 4096)
+      const err = yield* Effect.flip(withLog(dir, "s1", (log) => log.getBlob(hash)))
+      expect(err._tag).toBe("BlobCorrupted")
+      expect(err.message).toContain(`blob ${hash} (${blobFile}) is damaged`)
+      const missing = yield* Effect.flip(withLog(dir, "s1", (log) => log.getBlob("ab".repeat(32))))
+      expect(missing._tag).toBe("BlobNotFound")
+    })
+  )
+
+  it.effect("a second writer on the same session gets SessionLocked; a stale lock is taken over", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* fill(dir, 1)
+      const scope = yield* Scope.make()
+      yield* EventLogFile.open("s1", { dir }).pipe(Scope.extend(scope))
+      const err = yield* Effect.flip(withLog(dir, "s1", (log) => log.lastSeq, false))
+      expect(err._tag).toBe("SessionLocked")
+      expect(err.message).toContain(`session s1 is open for writing by process ${process.pid}`)
+      yield* Scope.close(scope, Exit.void)
+      // a lock left by a dead process (SIGKILL) is stale
+      fs.writeFileSync(path.join(dir, "sessions", "s1.lock"), "999999")
+      expect(yield* withLog(dir, "s1", (log) => log.lastSeq, false)).toBe(0)
+    })
+  )
+
+  it.effect("a missing session is SessionNotFound unless created", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const err = yield* Effect.flip(withLog(dir, "nope", (log) => log.lastSeq, false))
+      expect(err._tag).toBe("SessionNotFound")
+    })
+  )
+
+  it.effect("sessions lists id, title, start, last event and size from the file edges", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      yield* withLog(dir, "a", (log) =>
+        log.appendAll([
+          { agent: "main", type: "session.started", data: { title: "fix the build" } },
+          { agent: "main", type: "user.message", data: { text: "hi" } }
+        ])
+      )
+      const list = yield* EventLogFile.sessions({ dir })
+      expect(list).toHaveLength(1)
+      expect(list[0]!.id).toBe("a")
+      expect(list[0]!.title).toBe("fix the build")
+      expect(list[0]!.events).toBe(2)
+      expect(list[0]!.bytes).toBe(fs.statSync(path.join(dir, "sessions", "a.jsonl")).size)
+    })
+  )
+})
