@@ -1,0 +1,310 @@
+/**
+ * Plugins: one value that brings a layer, hooks, tools, skills and crew roles.
+ *
+ * `Plugin.make({ name, ... })` builds one; `Plugin.layer([...])` composes many: the list is
+ * flattened, falsy entries are dropped, plugins are deduped by name (the last one wins, so a later
+ * entry reconfigures an earlier one), their layers are merged and their hooks, tools, skills and
+ * roles are registered for the layer's lifetime. Each hook point has a declared combination:
+ *
+ * | hook               | combination                        |
+ * |--------------------|------------------------------------|
+ * | `transformPrompt`  | sequential transform               |
+ * | `transformContext` | sequential transform               |
+ * | `beforeToolCall`   | first result wins (block or rewrite) |
+ * | `afterToolCall`    | sequential transform               |
+ * | `onSpawn`          | first result wins (a workspace)    |
+ * | `onEvent`          | parallel observers                 |
+ *
+ * A hook is a function or `{ handler, order: "pre" | "post" }`.
+ *
+ * @example
+ * ```ts
+ * import { Plugin, Tools } from "@musekit/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const shout = Plugin.make({
+ *   name: "shout",
+ *   tools: [Tools.make({ name: "shout", description: "Upper-case text", parameters: { text: Schema.String },
+ *     effect: "read", handler: ({ text }) => Effect.succeed(text.toUpperCase()) })],
+ *   hooks: { afterToolCall: (call) => Effect.succeed(call.result) }
+ * })
+ * const layer = Plugin.layer([shout, false, undefined])
+ * ```
+ */
+import type { Prompt } from "@effect/ai"
+import { Context, Effect, Layer } from "effect"
+import type * as Event from "./Event.js"
+import type * as Skill from "./Skill.js"
+import * as Tools from "./Tools.js"
+import type * as Workspace from "./Workspace.js"
+
+/** A crew role as data. */
+export interface Role {
+  readonly name: string
+  readonly description: string
+  /** System instructions for members of this role. */
+  readonly instructions: string
+  /** Tool names the role may use (`"*"` = all), in addition to the crew tools. */
+  readonly tools: ReadonlyArray<string> | "*"
+  /** Whether members change files (the worktree plugin gives each writer its own worktree). */
+  readonly writes: boolean
+  readonly approvalMode?: "read-only" | "ask" | "auto-edit" | "auto" | undefined
+}
+
+/** An attachment on a user prompt (e.g. `@clip.mp4` in the CLI). */
+export interface Attachment {
+  readonly path: string
+  readonly mediaType?: string | undefined
+}
+
+export interface PromptInput {
+  readonly agent: string
+  readonly content: ReadonlyArray<Prompt.UserMessagePartEncoded>
+  readonly attachments: ReadonlyArray<Attachment>
+}
+
+export interface ContextInput {
+  readonly agent: string
+  readonly model: string
+  readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+}
+
+export interface ToolCallInfo {
+  readonly agent: string
+  readonly callId: string
+  readonly tool: string
+  readonly params: unknown
+}
+
+/** `block` refuses the call (the reason goes to the model); `params` rewrites the arguments. */
+export type BeforeToolCall = { readonly block: string } | { readonly params: unknown }
+
+export interface ToolResult {
+  readonly isFailure: boolean
+  readonly result: unknown
+}
+
+export interface SpawnInfo {
+  readonly agent: string
+  readonly role: Role
+  /** Paths the first task names, for sparse checkouts. */
+  readonly paths?: ReadonlyArray<string> | undefined
+}
+
+export interface SpawnResult {
+  readonly workspace: Workspace.Service
+  /** Extra data recorded with the spawn (e.g. the worktree path and branch). */
+  readonly info?: unknown
+}
+
+export type HookFn<I, O> = (input: I) => Effect.Effect<O, never, any>
+export type Hook<I, O> = HookFn<I, O> | { readonly handler: HookFn<I, O>; readonly order?: "pre" | "post" | undefined }
+
+export interface Hooks {
+  readonly transformPrompt?: Hook<PromptInput, PromptInput> | undefined
+  readonly transformContext?: Hook<ContextInput, ReadonlyArray<Prompt.MessageEncoded>> | undefined
+  readonly beforeToolCall?: Hook<ToolCallInfo, BeforeToolCall | undefined> | undefined
+  readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
+  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined> | undefined
+  readonly onEvent?: Hook<Event.Envelope, void> | undefined
+}
+
+export interface Plugin {
+  readonly name: string
+  readonly layer?: Layer.Layer<any, any, any> | undefined
+  readonly hooks?: Hooks | undefined
+  readonly tools?: ReadonlyArray<Tools.Definition> | undefined
+  readonly skills?: ReadonlyArray<Skill.Skill> | undefined
+  readonly roles?: ReadonlyArray<Role> | undefined
+}
+
+export const make = (options: Plugin): Plugin => {
+  if (!options.name) throw new Error("a plugin needs a name")
+  return options
+}
+
+export type PluginInput = Plugin | false | null | undefined | ReadonlyArray<PluginInput>
+
+/** Flatten, drop falsy entries, dedupe by name keeping the last occurrence's position and value. */
+export const normalize = (plugins: ReadonlyArray<PluginInput>): ReadonlyArray<Plugin> => {
+  const flat: Array<Plugin> = []
+  const walk = (p: PluginInput) => {
+    if (!p) return
+    if (Array.isArray(p)) for (const q of p) walk(q)
+    else flat.push(p as Plugin)
+  }
+  for (const p of plugins) walk(p)
+  const last = new Map<string, number>()
+  flat.forEach((p, i) => last.set(p.name, i))
+  return flat.filter((p, i) => last.get(p.name) === i)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry the agent loop runs hooks from
+// ---------------------------------------------------------------------------------------------
+
+export interface Service {
+  readonly plugins: ReadonlyArray<Plugin>
+  readonly tools: ReadonlyArray<Tools.Definition>
+  readonly skills: ReadonlyArray<Skill.Skill>
+  readonly roles: ReadonlyArray<Role>
+  readonly transformPrompt: (input: PromptInput) => Effect.Effect<PromptInput>
+  readonly transformContext: (input: ContextInput) => Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>>
+  readonly beforeToolCall: (input: ToolCallInfo) => Effect.Effect<BeforeToolCall | undefined>
+  readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
+  readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined>
+  readonly onEvent: (event: Event.Envelope) => Effect.Effect<void>
+}
+
+export class Plugins extends Context.Tag("@musekit/core/Plugins")<Plugins, Service>() {}
+
+const orderedHandlers = <I, O>(plugins: ReadonlyArray<Plugin>, pick: (h: Hooks) => Hook<I, O> | undefined) => {
+  const pre: Array<HookFn<I, O>> = []
+  const normal: Array<HookFn<I, O>> = []
+  const post: Array<HookFn<I, O>> = []
+  for (const p of plugins) {
+    const h = p.hooks ? pick(p.hooks) : undefined
+    if (!h) continue
+    if (typeof h === "function") normal.push(h)
+    else (h.order === "pre" ? pre : h.order === "post" ? post : normal).push(h.handler)
+  }
+  return [...pre, ...normal, ...post]
+}
+
+/** Build the registry (hooks bound to the context they run in). */
+export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Service, never, any> =>
+  Effect.gen(function* () {
+    const ctx = yield* Effect.context<any>()
+    const run = <O>(eff: Effect.Effect<O, never, any>) => Effect.provide(eff, ctx) as Effect.Effect<O>
+    const sequential = <I>(fns: ReadonlyArray<HookFn<I, I>>) => (input: I) =>
+      Effect.reduce(fns, input, (acc, f) => run(f(acc)))
+    const firstWins = <I, O>(fns: ReadonlyArray<HookFn<I, O | undefined>>) => (input: I) =>
+      Effect.gen(function* () {
+        for (const f of fns) {
+          const r = yield* run(f(input))
+          if (r !== undefined) return r
+        }
+        return undefined
+      })
+    const tp = orderedHandlers(plugins, (h) => h.transformPrompt)
+    const tc = orderedHandlers(plugins, (h) => h.transformContext)
+    const before = orderedHandlers(plugins, (h) => h.beforeToolCall)
+    const after = orderedHandlers(plugins, (h) => h.afterToolCall)
+    const spawn = orderedHandlers(plugins, (h) => h.onSpawn)
+    const observers = orderedHandlers(plugins, (h) => h.onEvent)
+    return {
+      plugins,
+      tools: plugins.flatMap((p) => p.tools ?? []),
+      skills: plugins.flatMap((p) => p.skills ?? []),
+      roles: plugins.flatMap((p) => p.roles ?? []),
+      transformPrompt: sequential(tp),
+      transformContext: (input) =>
+        Effect.map(
+          Effect.reduce(tc, input, (acc, f) => Effect.map(run(f(acc)), (messages) => ({ ...acc, messages }))),
+          (r) => r.messages
+        ),
+      beforeToolCall: firstWins(before),
+      afterToolCall: (input) =>
+        Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
+      onSpawn: firstWins(spawn),
+      onEvent: (event) =>
+        Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true }))
+    } satisfies Service
+  })
+
+export const empty: Service = {
+  plugins: [],
+  tools: [],
+  skills: [],
+  roles: [],
+  transformPrompt: Effect.succeed,
+  transformContext: (i) => Effect.succeed(i.messages),
+  beforeToolCall: () => Effect.succeed(undefined),
+  afterToolCall: (i) => Effect.succeed(i.result),
+  onSpawn: () => Effect.succeed(undefined),
+  onEvent: () => Effect.void
+}
+
+export const layerEmpty: Layer.Layer<Plugins> = Layer.succeed(Plugins, empty)
+
+/**
+ * Compose plugins into one layer: their own layers merged, and the `Plugins` registry whose hooks
+ * run with those layers' services. Hooks are gone when the layer's scope closes.
+ */
+export const layer = (plugins: ReadonlyArray<PluginInput>): Layer.Layer<Plugins, any, any> => {
+  const list = normalize(plugins)
+  const provided = list.map((p) => p.layer).filter((l): l is Layer.Layer<any, any, any> => l !== undefined)
+  const registry = Layer.scoped(Plugins, makeRegistry(list))
+  if (provided.length === 0) return registry
+  const merged = Layer.mergeAll(provided[0]!, ...provided.slice(1))
+  return Layer.provideMerge(registry, merged) as Layer.Layer<Plugins, any, any>
+}
+
+// ---------------------------------------------------------------------------------------------
+// Promise adapter for authors who do not use Effect
+// ---------------------------------------------------------------------------------------------
+
+type Promised<F> = F extends HookFn<infer I, infer O> ? (input: I) => Promise<O> | O : never
+
+export interface PromiseHooks {
+  readonly transformPrompt?: Promised<HookFn<PromptInput, PromptInput>> | undefined
+  readonly transformContext?: Promised<HookFn<ContextInput, ReadonlyArray<Prompt.MessageEncoded>>> | undefined
+  readonly beforeToolCall?: Promised<HookFn<ToolCallInfo, BeforeToolCall | undefined>> | undefined
+  readonly afterToolCall?: Promised<HookFn<ToolCallInfo & { readonly result: ToolResult }, ToolResult>> | undefined
+  readonly onEvent?: Promised<HookFn<Event.Envelope, void>> | undefined
+}
+
+export interface PromiseTool {
+  readonly name: string
+  readonly description: string
+  /** Parameters as `effect/Schema` struct fields. */
+  readonly parameters: import("effect").Schema.Struct.Fields
+  readonly effect: Tools.EffectClass
+  readonly handler: (params: any, ctx: { readonly agent: string; readonly root: string }) => Promise<unknown> | unknown
+}
+
+const fromPromise =
+  <I, O>(f: ((input: I) => Promise<O> | O) | undefined, hook: string, plugin: string): HookFn<I, O> | undefined =>
+  f &&
+  ((input: I) =>
+    Effect.tryPromise({
+      try: async () => await f(input),
+      catch: (e) => e
+    }).pipe(Effect.orDieWith((e) => new Error(`plugin ${plugin} ${hook} failed: ${String(e)}`))))
+
+/**
+ * Make a plugin from Promise-returning hooks and tool handlers. A rejected promise in a tool is
+ * reported to the model as a tool failure; in a hook it is a defect naming the plugin.
+ */
+export const fromPromises = (options: {
+  readonly name: string
+  readonly hooks?: PromiseHooks | undefined
+  readonly tools?: ReadonlyArray<PromiseTool> | undefined
+  readonly roles?: ReadonlyArray<Role> | undefined
+}): Plugin => {
+  const h = options.hooks ?? {}
+  return make({
+    name: options.name,
+    hooks: {
+      transformPrompt: fromPromise(h.transformPrompt, "transformPrompt", options.name),
+      transformContext: fromPromise(h.transformContext, "transformContext", options.name),
+      beforeToolCall: fromPromise(h.beforeToolCall, "beforeToolCall", options.name),
+      afterToolCall: fromPromise(h.afterToolCall, "afterToolCall", options.name),
+      onEvent: fromPromise(h.onEvent, "onEvent", options.name)
+    },
+    tools: (options.tools ?? []).map((t) =>
+      Tools.make({
+        name: t.name,
+        description: t.description,
+        parameters: t.parameters,
+        effect: t.effect,
+        handler: (params, ctx) =>
+          Effect.tryPromise({
+            try: async () => await t.handler(params, { agent: ctx.agent, root: ctx.workspace.root }),
+            catch: (e) => new Tools.ToolError({ message: e instanceof Error ? e.message : String(e) })
+          })
+      })
+    ),
+    roles: options.roles
+  })
+}
