@@ -147,7 +147,8 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
           } as Decision
         }
         const allow = rs.find((r) => r.action === "allow" && ruleMatches(r, request))
-        if (allow) return { allow: true, by: "rule", mode: m, rule: describeRule(allow), scope: allow.scope } as Decision
+        if (allow)
+          return { allow: true, by: "rule", mode: m, rule: describeRule(allow), scope: allow.scope } as Decision
         if (byMode === true) return { allow: true, by: "mode", mode: m } as Decision
         return undefined
       })

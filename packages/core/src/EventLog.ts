@@ -19,20 +19,7 @@
  * }).pipe(Effect.provide(EventLog.layerMemory("demo")))
  * ```
  */
-import {
-  Chunk,
-  Clock,
-  Context,
-  Deferred,
-  Effect,
-  Either,
-  Layer,
-  PubSub,
-  Queue,
-  Schema,
-  type Scope,
-  Stream
-} from "effect"
+import { Chunk, Clock, Context, Effect, Layer, PubSub, Schema, type Scope, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as Redactor from "./Redactor.js"
 
@@ -162,37 +149,45 @@ export interface Backend {
 export interface MakeOptions {
   readonly sessionId: string
   readonly redactor?: Redactor.Redactor | undefined
-  /** Largest number of events one commit may carry. */
+  /** Largest number of events one commit carries (a larger `appendAll` is still committed whole). */
   readonly maxBatch?: number | undefined
 }
 
 interface Pending {
   readonly items: ReadonlyArray<Committed>
-  readonly done: Deferred.Deferred<void, EventLogError>
+  /** Wakes the appender: `undefined` once its events are durable, else the reason they are not. */
+  readonly settle: (error: EventLogError | undefined) => void
 }
 
 const encoder = new TextEncoder()
 
 /**
  * Build the full service over a backend. The returned log lives as long as the scope; closing it
- * fails appends that were not committed yet with `LogClosed` (they were never acknowledged).
+ * waits for a commit in flight, then fails appends that were not committed yet with `LogClosed`
+ * (they were never acknowledged).
  */
 export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function* () {
     const sessionId = options.sessionId
     const redactor = options.redactor ?? Redactor.none
-    const maxBatch = options.maxBatch ?? 4096
+    const maxBatch = Math.max(1, options.maxBatch ?? 4096)
     let nextSeq = backend.lastSeq + 1
     let durableSeq = backend.lastSeq
     let failure: EventLogError | undefined
     let closed = false
-    const queue = yield* Queue.unbounded<Pending>()
+    // Appends waiting for the next commit, in seq order. Plain array + wake-up callback: this is the
+    // hot path of every append, so it avoids a queue and a deferred per event.
+    let queue: Array<Pending> = []
+    let wakeCommitter: (() => void) | undefined
     const pubsub = yield* PubSub.unbounded<ReadonlyArray<Event.Envelope>>()
 
-    const seal = (drafts: ReadonlyArray<Event.Draft>, at: number): Array<Committed> =>
-      drafts.map((d) => {
-        const seq = nextSeq++
+    // Seqs are taken only once every draft is encoded: a draft that cannot be serialized fails its
+    // append without leaving a gap in the sequence.
+    const seal = (drafts: ReadonlyArray<Event.Draft>, at: number): Array<Committed> => {
+      let seq = nextSeq
+      const out = drafts.map((d) => {
         const dataJson = Event.canonicalJson(d.data)
+        if (typeof dataJson !== "string") throw new TypeError(`event data of ${d.type} is not JSON: ${typeof d.data}`)
         const redacted = redactor.redact(dataJson)
         const data = redacted === dataJson ? d.data : JSON.parse(redacted)
         const event: Event.Envelope = {
@@ -205,59 +200,106 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
           type: d.type,
           data
         }
+        seq++
         return { event, line: Event.encodeLine(event) }
       })
+      nextSeq = seq
+      return out
+    }
 
-    const committer = Effect.gen(function* () {
-      while (true) {
-        const first = yield* Queue.take(queue)
-        const rest = yield* Queue.takeUpTo(queue, maxBatch)
-        const group = [first, ...Chunk.toReadonlyArray(rest)]
-        const batch = group.flatMap((p) => p.items)
-        const result = failure
-          ? Either.left(failure)
-          : yield* backend.commit(batch).pipe(
-              Effect.catchAllDefect((d) => Effect.fail(new LogWriteFailed({ session: sessionId, reason: String(d) }))),
-              Effect.either
-            )
-        if (Either.isRight(result)) {
-          durableSeq = batch[batch.length - 1]!.event.seq
-          for (const p of group) yield* Deferred.succeed(p.done, undefined)
-          yield* PubSub.publish(
-            pubsub,
-            batch.map((c) => c.event)
-          )
-        } else {
-          failure = result.left
-          for (const p of group) yield* Deferred.fail(p.done, result.left)
-        }
+    /** The next group to commit: every queued append, up to `maxBatch` events (at least one append). */
+    const takeGroup = (): Array<Pending> => {
+      let events = queue[0]!.items.length
+      let n = 1
+      while (n < queue.length && events + queue[n]!.items.length <= maxBatch) events += queue[n++]!.items.length
+      if (n === queue.length) {
+        const group = queue
+        queue = []
+        return group
       }
+      return queue.splice(0, n)
+    }
+
+    const settleAll = (group: ReadonlyArray<Pending>, error: EventLogError | undefined) => {
+      for (const p of group) p.settle(error)
+    }
+
+    const commitGroup = (group: ReadonlyArray<Pending>): Effect.Effect<void> => {
+      if (failure) return Effect.sync(() => settleAll(group, failure))
+      const batch = group.length === 1 ? group[0]!.items : group.flatMap((p) => p.items)
+      return backend.commit(batch).pipe(
+        Effect.catchAllDefect((d) => Effect.fail(new LogWriteFailed({ session: sessionId, reason: String(d) }))),
+        Effect.matchEffect({
+          onFailure: (e) =>
+            Effect.sync(() => {
+              failure = e
+              settleAll(group, e)
+            }),
+          onSuccess: () => {
+            durableSeq = batch[batch.length - 1]!.event.seq
+            settleAll(group, undefined)
+            return PubSub.publish(
+              pubsub,
+              batch.map((c) => c.event)
+            )
+          }
+        })
+      )
+    }
+
+    const waitForWork = Effect.async<void>((resume) => {
+      if (queue.length > 0) return resume(Effect.void)
+      wakeCommitter = () => {
+        wakeCommitter = undefined
+        resume(Effect.void)
+      }
+      return Effect.sync(() => {
+        wakeCommitter = undefined
+      })
     })
+
+    // A taken group is always settled: the commit is uninterruptible, so closing the scope waits for it.
+    const committer = Effect.forever(
+      Effect.zipRight(waitForWork, Effect.uninterruptible(Effect.suspend(() => commitGroup(takeGroup()))))
+    )
     yield* Effect.forkScoped(committer)
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function* () {
+      Effect.sync(() => {
         closed = true
-        const left = yield* Queue.takeAll(queue)
-        for (const p of left) yield* Deferred.fail(p.done, new LogClosed({ session: sessionId }))
+        const left = queue
+        queue = []
+        settleAll(left, new LogClosed({ session: sessionId }))
       })
     )
 
-    const appendAll = (drafts: ReadonlyArray<Event.Draft>) =>
-      Effect.gen(function* () {
-        if (drafts.length === 0) return []
-        const at = yield* Clock.currentTimeMillis
-        const done = yield* Deferred.make<void, EventLogError>()
-        const items = yield* Effect.suspend(() => {
-          if (failure) return Effect.fail(failure)
-          if (closed) return Effect.fail(new LogClosed({ session: sessionId }))
-          const items = seal(drafts, at)
-          // seq assignment and enqueueing happen in one synchronous step, so queue order = seq order
-          Queue.unsafeOffer(queue, { items, done })
-          return Effect.succeed(items)
-        })
-        yield* Deferred.await(done)
-        return items.map((c) => c.event)
-      }).pipe(Effect.uninterruptible, Effect.withSpan("EventLog.append"))
+    const appendAll = (
+      drafts: ReadonlyArray<Event.Draft>
+    ): Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError> => {
+      if (drafts.length === 0) return Effect.succeed([])
+      return Clock.currentTimeMillis.pipe(
+        Effect.flatMap((at) =>
+          Effect.async<ReadonlyArray<Event.Envelope>, EventLogError>((resume) => {
+            if (failure) return resume(Effect.fail(failure))
+            if (closed) return resume(Effect.fail(new LogClosed({ session: sessionId })))
+            let items: Array<Committed>
+            try {
+              items = seal(drafts, at)
+            } catch (e) {
+              return resume(Effect.die(e))
+            }
+            const events = items.map((c) => c.event)
+            // seq assignment and enqueueing happen in one synchronous step, so queue order = seq order
+            queue.push({
+              items,
+              settle: (error) => resume(error === undefined ? Effect.succeed(events) : Effect.fail(error))
+            })
+            wakeCommitter?.()
+          })
+        ),
+        Effect.uninterruptible,
+        Effect.withSpan("EventLog.append", { captureStackTrace: false })
+      )
+    }
 
     const read = (fromSeq = 0): Stream.Stream<Event.Envelope, EventLogError> =>
       Stream.suspend(() => (fromSeq > durableSeq ? Stream.empty : backend.read(Math.max(0, fromSeq), durableSeq)))

@@ -135,7 +135,7 @@ export const normalize = (plugins: ReadonlyArray<PluginInput>): ReadonlyArray<Pl
   }
   for (const p of plugins) walk(p)
   const last = new Map<string, number>()
-  flat.forEach((p, i) => last.set(p.name, i))
+  for (const [i, p] of flat.entries()) last.set(p.name, i)
   return flat.filter((p, i) => last.get(p.name) === i)
 }
 
@@ -176,16 +176,20 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
   Effect.gen(function* () {
     const ctx = yield* Effect.context<any>()
     const run = <O>(eff: Effect.Effect<O, never, any>) => Effect.provide(eff, ctx) as Effect.Effect<O>
-    const sequential = <I>(fns: ReadonlyArray<HookFn<I, I>>) => (input: I) =>
-      Effect.reduce(fns, input, (acc, f) => run(f(acc)))
-    const firstWins = <I, O>(fns: ReadonlyArray<HookFn<I, O | undefined>>) => (input: I) =>
-      Effect.gen(function* () {
-        for (const f of fns) {
-          const r = yield* run(f(input))
-          if (r !== undefined) return r
-        }
-        return undefined
-      })
+    const sequential =
+      <I>(fns: ReadonlyArray<HookFn<I, I>>) =>
+      (input: I) =>
+        Effect.reduce(fns, input, (acc, f) => run(f(acc)))
+    const firstWins =
+      <I, O>(fns: ReadonlyArray<HookFn<I, O | undefined>>) =>
+      (input: I) =>
+        Effect.gen(function* () {
+          for (const f of fns) {
+            const r = yield* run(f(input))
+            if (r !== undefined) return r
+          }
+          return undefined
+        })
     const tp = orderedHandlers(plugins, (h) => h.transformPrompt)
     const tc = orderedHandlers(plugins, (h) => h.transformContext)
     const before = orderedHandlers(plugins, (h) => h.beforeToolCall)
@@ -204,8 +208,7 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
           (r) => r.messages
         ),
       beforeToolCall: firstWins(before),
-      afterToolCall: (input) =>
-        Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
+      afterToolCall: (input) => Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
       onSpawn: firstWins(spawn),
       onEvent: (event) =>
         Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true }))
@@ -263,8 +266,11 @@ export interface PromiseTool {
   readonly handler: (params: any, ctx: { readonly agent: string; readonly root: string }) => Promise<unknown> | unknown
 }
 
-const fromPromise =
-  <I, O>(f: ((input: I) => Promise<O> | O) | undefined, hook: string, plugin: string): HookFn<I, O> | undefined =>
+const fromPromise = <I, O>(
+  f: ((input: I) => Promise<O> | O) | undefined,
+  hook: string,
+  plugin: string
+): HookFn<I, O> | undefined =>
   f &&
   ((input: I) =>
     Effect.tryPromise({

@@ -69,7 +69,9 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly handler: (params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<S, ToolError>
   readonly summarize?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly paths?: ((params: Schema.Struct.Type<F>) => ReadonlyArray<string>) | undefined
-  readonly preview?: ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  readonly preview?:
+    | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
+    | undefined
 }
 
 /** Names some providers reserve for their own built-in tools; a user tool must not use them. */
@@ -83,10 +85,9 @@ export const reservedNames: ReadonlySet<string> = new Set([
   "text_editor"
 ])
 
-export const make = <const F extends Schema.Struct.Fields, S>(options: MakeOptions<F, S>): Definition<
-  Schema.Struct.Type<F>,
-  S
-> => {
+export const make = <const F extends Schema.Struct.Fields, S>(
+  options: MakeOptions<F, S>
+): Definition<Schema.Struct.Type<F>, S> => {
   if (reservedNames.has(options.name)) {
     throw new Error(`tool name "${options.name}" is reserved by a model provider; choose another name`)
   }

@@ -6,11 +6,16 @@
  * import { Agent, EventLog, Model, Tools } from "@musekit/core"
  * ```
  */
+
+export * as Agent from "./Agent.js"
 export * as Approvals from "./Approvals.js"
 export * as Event from "./Event.js"
 export * as EventLog from "./EventLog.js"
+export * as Model from "./Model.js"
 export * as Plugin from "./Plugin.js"
+export * as Recorder from "./Recorder.js"
 export * as Redactor from "./Redactor.js"
+export * as Session from "./Session.js"
 export * as Skill from "./Skill.js"
 export * as Tools from "./Tools.js"
 export * as Workspace from "./Workspace.js"

@@ -1,0 +1,490 @@
+/**
+ * The agent loop: prompt → model → tool calls → approvals → tools → results → … until the model
+ * stops or a budget (turns, tokens, wall time) is reached.
+ *
+ * Every step is recorded through the `Recorder` (intent before effect), so the loop replays
+ * exactly from its log and resumes after a crash. Hook points (`transformPrompt`,
+ * `transformContext`, `beforeToolCall`, `afterToolCall`) come from the `Plugins` registry. Between
+ * model calls the loop takes whatever arrived in its inbox (crew reports, steering messages).
+ *
+ * @example
+ * ```ts
+ * import { Agent } from "@musekit/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function* () {
+ *   const agent = yield* Agent.make({ name: "main", instructions: "You are a coding agent." })
+ *   const result = yield* agent.send("Make the failing test pass", { onText: (t) => Effect.sync(() => process.stdout.write(t)) })
+ *   return result.status // "completed" | "budget" | "failed" | "interrupted"
+ * })
+ * ```
+ */
+import type { Prompt } from "@effect/ai"
+import { Effect, type Either, Option, Ref } from "effect"
+import * as Approvals from "./Approvals.js"
+import type * as Event from "./Event.js"
+import * as Model from "./Model.js"
+import * as Plugin from "./Plugin.js"
+import * as Recorder from "./Recorder.js"
+import * as Tools from "./Tools.js"
+import * as Workspace from "./Workspace.js"
+
+export interface Budget {
+  /** Model calls per `send`. */
+  readonly turns?: number | undefined
+  /** Total tokens (input + output) per `send`. */
+  readonly tokens?: number | undefined
+  /** Wall time per `send`, in milliseconds (measured on event times, so replay agrees). */
+  readonly wallMs?: number | undefined
+}
+
+export interface Config {
+  /** Agent id in the log: `main`, `worker-1`, … */
+  readonly name: string
+  readonly instructions: string
+  /** Tool names this agent may use (`"*"`, the default, is every registered tool). */
+  readonly tools?: ReadonlyArray<string> | "*" | undefined
+  readonly budget?: Budget | undefined
+  /** Extra tools only this agent has (e.g. crew tools). */
+  readonly extraTools?: ReadonlyArray<Tools.Definition> | undefined
+  /** Take messages that arrived for this agent (checked at every turn boundary). */
+  readonly inbox?: Effect.Effect<Option.Option<InboxMessage>> | undefined
+  /** A workspace other than the one in context (e.g. a worktree). */
+  readonly workspace?: Workspace.Service | undefined
+  /** Largest tool result kept inline in an event; larger ones go to the blob store. */
+  readonly inlineResultBytes?: number | undefined
+}
+
+/** Something delivered to an agent between model calls. */
+export interface InboxMessage {
+  readonly id: string
+  readonly from: string
+  readonly text: string
+}
+
+export type Status = "completed" | "budget" | "failed" | "interrupted"
+
+export interface TurnResult {
+  readonly status: Status
+  readonly text: string
+  readonly usage: Model.Usage
+  readonly steps: number
+  readonly toolCalls: number
+  readonly reason?: string | undefined
+}
+
+export interface SendOptions {
+  readonly attachments?: ReadonlyArray<Plugin.Attachment> | undefined
+  /** Streamed model text, as it arrives (live only). */
+  readonly onText?: ((delta: string) => Effect.Effect<void>) | undefined
+  /** Streamed tool output, as it arrives (live only). */
+  readonly onToolOutput?: ((callId: string, chunk: string) => Effect.Effect<void>) | undefined
+  readonly budget?: Budget | undefined
+}
+
+export interface Agent {
+  readonly name: string
+  readonly send: (
+    input: string | ReadonlyArray<Prompt.UserMessagePartEncoded>,
+    options?: SendOptions
+  ) => Effect.Effect<TurnResult, Recorder.RecorderError>
+  readonly history: Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>>
+  readonly usage: Effect.Effect<Model.Usage>
+}
+
+const INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished; its effect may be partial"
+
+/** The reply a model sees for a tool call the session stopped in the middle of. */
+export const interruptedToolResult = (tool: string) => ({
+  error: `interrupted: the session stopped while ${tool} was running, so its effect may be partial. Check the workspace before running it again.`
+})
+
+const resultOf = (isFailure: boolean, result: unknown): Plugin.ToolResult => ({ isFailure, result })
+
+const textOf = (parts: ReadonlyArray<Prompt.UserMessagePartEncoded>) =>
+  parts
+    .filter((p): p is Prompt.TextPartEncoded => p.type === "text")
+    .map((p) => p.text)
+    .join("\n")
+
+/** Every tool result for calls of the last assistant message that has none yet (after an interruption). */
+const repairHistory = (history: Array<Prompt.MessageEncoded>) => {
+  const last = history[history.length - 1]
+  if (last?.role !== "assistant" || typeof last.content === "string") return
+  const calls = last.content.filter((p): p is Prompt.ToolCallPartEncoded => p.type === "tool-call")
+  if (calls.length === 0) return
+  history.push({
+    role: "tool",
+    content: calls.map((c) => ({
+      type: "tool-result" as const,
+      id: c.id,
+      name: c.name,
+      isFailure: true,
+      result: { error: INTERRUPTED_RESULT },
+      providerExecuted: false
+    }))
+  })
+}
+
+export const make = (
+  config: Config
+): Effect.Effect<
+  Agent,
+  never,
+  Model.Model | Tools.Tools | Approvals.Approvals | Approvals.Prompter | Workspace.Workspace | Recorder.Recorder
+> =>
+  Effect.gen(function* () {
+    const model = yield* Model.Model
+    const registry = yield* Tools.Tools
+    const approvals = yield* Approvals.Approvals
+    const prompter = yield* Approvals.Prompter
+    const workspace = config.workspace ?? (yield* Workspace.Workspace)
+    const rec = yield* Recorder.Recorder
+    const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
+    const agentName = config.name
+    const inlineLimit = config.inlineResultBytes ?? 32 * 1024
+
+    const allTools = [...registry.list, ...plugins.tools, ...(config.extraTools ?? [])]
+    const filtered =
+      config.tools === undefined || config.tools === "*"
+        ? allTools
+        : allTools.filter(
+            (t) =>
+              (config.tools as ReadonlyArray<string>).includes(t.name) ||
+              (config.extraTools ?? []).some((x) => x.name === t.name)
+          )
+    const tools = Tools.fromList(filtered)
+
+    const history: Array<Prompt.MessageEncoded> = []
+    const totalUsage = yield* Ref.make(Model.emptyUsage)
+    const provide = <A, E>(eff: Effect.Effect<A, E, Recorder.Recorder>) =>
+      Effect.provideService(eff, Recorder.Recorder, rec)
+
+    const record = (type: string, data: unknown, parent: string | null = null) =>
+      rec.append({ agent: agentName, type, data, parent })
+
+    /** Decide whether a tool call may run; records the decision (and the question, if one was asked). */
+    const approve = (def: Tools.Definition, params: unknown, callId: string, ctx: Tools.CallContext) =>
+      Effect.gen(function* () {
+        const request: Approvals.Request = {
+          agent: agentName,
+          tool: def.name,
+          effect: def.effect,
+          summary: def.summarize(params)
+        }
+        const auto = yield* approvals.check(request)
+        if (auto) {
+          yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto })
+          return auto
+        }
+        const preview = def.preview ? yield* def.preview(params, ctx) : undefined
+        const { value: answer } = yield* provide(
+          Recorder.step<Approvals.Answer, never, never>({
+            agent: agentName,
+            intent: {
+              type: "approval.requested",
+              data: { callId, tool: def.name, effect: def.effect, summary: request.summary, preview: preview ?? null }
+            },
+            run: () => prompter.ask({ ...request, preview }),
+            outcome: (a) => ({
+              type: "approval.answered",
+              data: { callId, allow: a.allow, scope: a.scope, reason: a.reason ?? null }
+            }),
+            outcomeTypes: ["approval.answered"],
+            fromOutcome: (e) => {
+              const d = e.data as any
+              return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined }
+            }
+          })
+        )
+        const decision = yield* approvals.remember(request, answer)
+        yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...decision })
+        return decision
+      })
+
+    const encodeResult = (r: Plugin.ToolResult) =>
+      Effect.gen(function* () {
+        const json = JSON.stringify(r.result ?? null)
+        if (json.length <= inlineLimit) return { isFailure: r.isFailure, result: r.result ?? null }
+        const hash = yield* rec.putBlob(json)
+        return { isFailure: r.isFailure, blob: hash, bytes: json.length, preview: json.slice(0, 512) }
+      })
+
+    const decodeResult = (data: any): Effect.Effect<Plugin.ToolResult, Recorder.RecorderError> =>
+      data.blob
+        ? Effect.map(rec.getBlob(data.blob), (bytes) =>
+            resultOf(data.isFailure, JSON.parse(new TextDecoder().decode(bytes)))
+          )
+        : Effect.succeed(resultOf(data.isFailure, data.result))
+
+    /** Run one tool call end to end; never fails for tool reasons (those go back to the model). */
+    const runToolCall = (call: Model.ToolCall, options: SendOptions) =>
+      Effect.gen(function* () {
+        const ctx: Tools.CallContext = {
+          agent: agentName,
+          callId: call.id,
+          workspace,
+          progress: (chunk) => (options.onToolOutput ? options.onToolOutput(call.id, chunk) : Effect.void)
+        }
+        const reject = (reason: string) =>
+          Effect.as(
+            record("tool.rejected", { callId: call.id, tool: call.name, reason }),
+            resultOf(true, { error: reason })
+          )
+        const def = tools.get(call.name)
+        if (!def) {
+          return yield* reject(
+            `unknown tool ${call.name}; available tools: ${tools.list.map((t) => t.name).join(", ") || "none"}`
+          )
+        }
+        const decoded = yield* Effect.either(Tools.decodeParams(def, call.params))
+        if (decoded._tag === "Left") return yield* reject(decoded.left.message)
+        let params = decoded.right
+        const before = yield* plugins.beforeToolCall({ agent: agentName, callId: call.id, tool: def.name, params })
+        if (before && "block" in before) return yield* reject(`blocked: ${before.block}`)
+        if (before && "params" in before) {
+          const again = yield* Effect.either(Tools.decodeParams(def, before.params))
+          if (again._tag === "Left") return yield* reject(again.left.message)
+          params = again.right
+        }
+        const decision = yield* approve(def, params, call.id, ctx)
+        if (!decision.allow) {
+          const by =
+            decision.by === "rule"
+              ? `rule ${decision.rule}`
+              : decision.by === "user"
+                ? "the user"
+                : `approval mode ${decision.mode}`
+          return resultOf(true, {
+            error: `denied by ${by}${decision.reason ? `: ${decision.reason}` : ""}. Do not retry the same call; ask the user or try another approach.`
+          })
+        }
+        const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
+        const { value: raw, outcome } = yield* provide(
+          Recorder.step<Plugin.ToolResult, never, never>({
+            agent: agentName,
+            intent: {
+              type: "tool.started",
+              data: {
+                callId: call.id,
+                tool: def.name,
+                effect: def.effect,
+                summary: def.summarize(params),
+                params
+              }
+            },
+            observe:
+              paths.length > 0
+                ? Effect.map(workspace.fingerprint(paths), (fingerprint) => ({ fingerprint }))
+                : undefined,
+            run: () =>
+              def.handler(params, ctx).pipe(
+                Effect.map((r) => resultOf(false, r)),
+                Effect.catchAll((e) =>
+                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                ),
+                Effect.catchAllDefect((d) =>
+                  Effect.succeed(
+                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+                  )
+                )
+              ),
+            outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r } }),
+            outcomeTypes: ["tool.completed"],
+            fromOutcome: (e) => decodeResult(e.data),
+            settle: (intent) =>
+              Effect.gen(function* () {
+                if (def.effect === "read" || def.idempotent) return undefined
+                const recorded = (intent.data as any)?.observed?.fingerprint as
+                  | Record<string, string | null>
+                  | undefined
+                if (def.effect === "write" && recorded) {
+                  const now = yield* workspace.fingerprint(Object.keys(recorded))
+                  const unchanged = Object.keys(recorded).every((p) => recorded[p] === now[p])
+                  if (unchanged) return undefined
+                }
+                return resultOf(true, interruptedToolResult(def.name))
+              })
+          }).pipe(Effect.flatMap((r) => Effect.map(encodeResult(r.value), () => r)))
+        )
+        const changes =
+          (raw.result as any)?.changes ??
+          (raw.result && (raw.result as any).path && "after" in (raw.result as any) ? [raw.result] : [])
+        if (!raw.isFailure && Array.isArray(changes)) {
+          for (const c of changes) {
+            if (c && typeof c.path === "string") {
+              yield* record(
+                "file.changed",
+                { callId: call.id, path: c.path, before: c.before ?? null, after: c.after ?? null },
+                outcome.id
+              )
+            }
+          }
+        }
+        return yield* plugins.afterToolCall({ agent: agentName, callId: call.id, tool: def.name, params, result: raw })
+      })
+
+    const budgetExceeded = (budget: Budget, steps: number, usage: Model.Usage, startedAt: number, now: number) => {
+      if (budget.turns !== undefined && steps >= budget.turns)
+        return `turn budget of ${budget.turns} model calls reached`
+      if (budget.tokens !== undefined && usage.totalTokens >= budget.tokens) {
+        return `token budget of ${budget.tokens} reached (${usage.totalTokens} used)`
+      }
+      if (budget.wallMs !== undefined && now - startedAt >= budget.wallMs) {
+        return `time budget of ${Math.round(budget.wallMs / 1000)} s reached`
+      }
+      return undefined
+    }
+
+    const turn = (
+      input: string | ReadonlyArray<Prompt.UserMessagePartEncoded>,
+      options: SendOptions
+    ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
+      Effect.gen(function* () {
+        repairHistory(history)
+        const content: ReadonlyArray<Prompt.UserMessagePartEncoded> =
+          typeof input === "string" ? [{ type: "text", text: input }] : input
+        const attachments = options.attachments ?? []
+        const { value: ready, outcome: readyEvent } = yield* provide(
+          Recorder.step<ReadonlyArray<Prompt.UserMessagePartEncoded>, never, never>({
+            agent: agentName,
+            intent: { type: "user.message", data: { text: textOf(content), content, attachments } },
+            run: () =>
+              Effect.map(plugins.transformPrompt({ agent: agentName, content, attachments }), (r) => r.content),
+            outcome: (c) => ({ type: "prompt.ready", data: { content: c } }),
+            outcomeTypes: ["prompt.ready"],
+            fromOutcome: (e) => (e.data as any).content
+          })
+        )
+        history.push({ role: "user", content: [...ready] })
+        const startedAt = readyEvent.at
+        let lastAt = readyEvent.at
+        const budget = { ...config.budget, ...options.budget }
+        let usage = Model.emptyUsage
+        let steps = 0
+        let toolCalls = 0
+        let text = ""
+        let parent: string | null = readyEvent.id
+        let malformedRetries = 0
+        while (true) {
+          const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
+          if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
+          const delivered = yield* provide(
+            Recorder.poll<InboxMessage>({
+              agent: agentName,
+              type: "inbox.delivered",
+              take: config.inbox ?? Effect.succeed(Option.none()),
+              toData: (m) => m,
+              fromData: (d) => d as InboxMessage
+            })
+          )
+          if (Option.isSome(delivered)) {
+            const m = delivered.value.value
+            history.push({ role: "user", content: [{ type: "text", text: m.text }] })
+            lastAt = delivered.value.event.at
+          }
+          const context = yield* plugins.transformContext({ agent: agentName, model: model.name, messages: history })
+          if (context !== history) history.splice(0, history.length, ...context)
+          const result: Either.Either<Model.Result, Model.ModelError | Recorder.RecorderError> = yield* Effect.either(
+            model.generate(
+              {
+                agent: agentName,
+                parent,
+                system: config.instructions,
+                messages: history,
+                tools: tools.list
+              },
+              { onDelta: options.onText }
+            )
+          )
+          if (result._tag === "Left") {
+            if (result.left._tag === "ModelError" && result.left.malformed && malformedRetries < 2) {
+              malformedRetries++
+              steps++
+              history.push({
+                role: "user",
+                content: [
+                  {
+                    type: "text",
+                    text: `Your previous reply could not be used: ${result.left.message}. Available tools: ${
+                      tools.list.map((t) => t.name).join(", ") || "none"
+                    }. Reply again.`
+                  }
+                ]
+              })
+              continue
+            }
+            if (result.left._tag === "ModelError") {
+              return { status: "failed" as const, text, usage, steps, toolCalls, reason: result.left.message }
+            }
+            return yield* Effect.fail(result.left)
+          }
+          const reply: Model.Reply = result.right.reply
+          const event: Event.Envelope = result.right.event
+          lastAt = event.at
+          parent = event.id
+          steps++
+          usage = Model.addUsage(usage, reply.usage)
+          yield* Ref.update(totalUsage, (u) => Model.addUsage(u, reply.usage))
+          history.push(Model.assistantMessage(reply))
+          if (reply.text) text = reply.text
+          if (reply.toolCalls.length === 0) {
+            return { status: "completed" as const, text, usage, steps, toolCalls }
+          }
+          const results: Array<Prompt.ToolResultPartEncoded> = []
+          for (const call of reply.toolCalls) {
+            toolCalls++
+            const r = yield* runToolCall(call, options)
+            results.push({
+              type: "tool-result",
+              id: call.id,
+              name: call.name,
+              isFailure: r.isFailure,
+              result: r.result as any,
+              providerExecuted: false
+            })
+          }
+          history.push({ role: "tool", content: results })
+        }
+      })
+
+    const send: Agent["send"] = (input, options = {}) =>
+      Effect.gen(function* () {
+        const outcome = yield* Effect.either(turn(input, options))
+        if (outcome._tag === "Left") {
+          if (outcome.left._tag === "Interrupted") {
+            yield* record(Recorder.INTERRUPTED, { reason: "interrupted" })
+            return {
+              status: "interrupted" as const,
+              text: "",
+              usage: Model.emptyUsage,
+              steps: 0,
+              toolCalls: 0,
+              reason: "interrupted"
+            }
+          }
+          return yield* Effect.fail(outcome.left)
+        }
+        const r = outcome.right
+        yield* record("turn.completed", {
+          status: r.status,
+          text: r.text,
+          usage: r.usage,
+          steps: r.steps,
+          toolCalls: r.toolCalls,
+          reason: r.reason ?? null
+        })
+        return r
+      }).pipe(Effect.onInterrupt(() => Effect.ignore(record(Recorder.INTERRUPTED, { reason: "interrupted" }))))
+
+    return {
+      name: agentName,
+      send,
+      history: Effect.sync(() => [...history]),
+      usage: Ref.get(totalUsage)
+    } satisfies Agent
+  })
+
+/** The draft events of a log that belong to one agent (for inspection and tests). */
+export const eventsOf = (events: ReadonlyArray<Event.Envelope>, agent: string) =>
+  events.filter((e) => e.agent === agent)

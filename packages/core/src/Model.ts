@@ -1,0 +1,320 @@
+/**
+ * One model call over `@effect/ai`'s `LanguageModel`, recorded in the event log.
+ *
+ * `generate` writes `model.requested` (durable before the request is sent), streams the reply
+ * (text deltas reach `onDelta` as they arrive), and writes `model.responded` with the text, tool
+ * calls, finish reason and token usage — or `model.failed`. A request records only the messages
+ * added since the agent's previous request (`keep` + `appended`), so the log grows linearly.
+ * Replaying, the reply comes from the log and the language model is never called.
+ *
+ * @example
+ * ```ts
+ * import { Model } from "@musekit/core"
+ * import { Effect } from "effect"
+ *
+ * const reply = Effect.flatMap(Model.Model, (m) =>
+ *   m.generate({ agent: "main", system: "Be brief.", messages: [{ role: "user", content: "hi" }], tools: [] })
+ * )
+ * ```
+ */
+import { LanguageModel, Prompt, type Response, type Toolkit } from "@effect/ai"
+import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import * as Event from "./Event.js"
+import * as Recorder from "./Recorder.js"
+import * as Tools from "./Tools.js"
+
+export class ModelError extends Schema.TaggedError<ModelError>("@musekit/core/ModelError")("ModelError", {
+  model: Schema.String,
+  message: Schema.String,
+  /** The reply arrived but could not be used (unknown tool, broken structure): worth asking again. */
+  malformed: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}) {}
+
+/** A short account of why a reply could not be decoded. */
+export const describeMalformed = (e: unknown): string => {
+  const text = errorMessage(e)
+  const unknownTool = /ToolCallPart[\s\S]*?actual \\?"([^"\\]+)\\?"/.exec(text)
+  if (unknownTool) return `the reply called a tool named "${unknownTool[1]}", which does not exist`
+  const first = text.split("\n")[0] ?? text
+  return `the reply could not be decoded: ${first.slice(0, 300)}`
+}
+
+const isMalformed = (e: unknown): boolean => {
+  const tag = (e as any)?._tag
+  if (tag === "ParseError" || tag === "MalformedOutput") return true
+  return (
+    tag === "UnknownError" && /ParseError|decode|Expected/.test(String((e as any)?.cause ?? (e as any)?.message ?? ""))
+  )
+}
+
+export interface Usage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly totalTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
+}
+
+export const emptyUsage: Usage = {
+  inputTokens: 0,
+  outputTokens: 0,
+  totalTokens: 0,
+  cachedInputTokens: 0,
+  reasoningTokens: 0
+}
+
+export const addUsage = (a: Usage, b: Usage): Usage => ({
+  inputTokens: a.inputTokens + b.inputTokens,
+  outputTokens: a.outputTokens + b.outputTokens,
+  totalTokens: a.totalTokens + b.totalTokens,
+  cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+  reasoningTokens: a.reasoningTokens + b.reasoningTokens
+})
+
+export interface ToolCall {
+  readonly id: string
+  readonly name: string
+  readonly params: unknown
+}
+
+export interface Reply {
+  readonly text: string
+  readonly toolCalls: ReadonlyArray<ToolCall>
+  readonly finishReason: string
+  readonly usage: Usage
+}
+
+export interface Request {
+  readonly agent: string
+  readonly parent?: string | null | undefined
+  readonly system: string
+  readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+  readonly tools: ReadonlyArray<Tools.Definition>
+  readonly toolChoice?: "auto" | "none" | "required" | undefined
+}
+
+export interface GenerateOptions {
+  readonly onDelta?: ((delta: string) => Effect.Effect<void>) | undefined
+}
+
+export interface Result {
+  readonly reply: Reply
+  /** The `model.responded` event. */
+  readonly event: Event.Envelope
+}
+
+export interface Service {
+  /** The `provider/model` name recorded with each request. */
+  readonly name: string
+  readonly generate: (
+    request: Request,
+    options?: GenerateOptions
+  ) => Effect.Effect<Result, ModelError | Recorder.RecorderError>
+}
+
+export class Model extends Context.Tag("@musekit/core/Model")<Model, Service>() {}
+
+/** The assistant message for a reply, as it goes into the history. */
+export const assistantMessage = (reply: Reply): Prompt.AssistantMessageEncoded => ({
+  role: "assistant",
+  content: [
+    ...(reply.text.length > 0 ? [{ type: "text" as const, text: reply.text }] : []),
+    ...reply.toolCalls.map((c) => ({
+      type: "tool-call" as const,
+      id: c.id,
+      name: c.name,
+      params: c.params,
+      providerExecuted: false
+    }))
+  ]
+})
+
+/** A cheap, stable 53-bit string hash (hex), for fingerprints of prompts. */
+export const hash53 = (s: string): string => {
+  let h1 = 0xdeadbeef
+  let h2 = 0x41c6ce57
+  for (let i = 0; i < s.length; i++) {
+    const ch = s.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
+}
+
+const toUsage = (u: Response.Usage | undefined): Usage => ({
+  inputTokens: u?.inputTokens ?? 0,
+  outputTokens: u?.outputTokens ?? 0,
+  totalTokens: u?.totalTokens ?? (u?.inputTokens ?? 0) + (u?.outputTokens ?? 0),
+  cachedInputTokens: u?.cachedInputTokens ?? 0,
+  reasoningTokens: u?.reasoningTokens ?? 0
+})
+
+const errorMessage = (e: unknown): string => {
+  if (typeof e === "object" && e !== null && "message" in e && typeof (e as any).message === "string") {
+    return (e as any).message
+  }
+  return String(e)
+}
+
+const ephemeral = { anthropic: { cacheControl: { type: "ephemeral" as const } } }
+
+/** Resolve `blob:<sha256>` file data to bytes and add prompt-cache breakpoints. */
+const toProviderPrompt = (
+  system: string,
+  messages: ReadonlyArray<Prompt.MessageEncoded>,
+  getBlob: (hash: string) => Effect.Effect<Uint8Array, unknown>
+) =>
+  Effect.gen(function* () {
+    const out: Array<Prompt.MessageEncoded> = [{ role: "system", content: system, options: ephemeral }]
+    for (const m of messages) {
+      if (m.role === "user" && Array.isArray(m.content)) {
+        const content: Array<Prompt.UserMessagePartEncoded> = []
+        for (const p of m.content) {
+          if (p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:")) {
+            const bytes = yield* Effect.orDie(getBlob(p.data.slice(5)))
+            content.push({ ...p, data: bytes })
+          } else content.push(p)
+        }
+        out.push({ ...m, content })
+      } else out.push(m)
+    }
+    // A breakpoint on the newest message lets the provider cache the whole stable prefix.
+    const last = out[out.length - 1]!
+    if (out.length > 1 && last.role !== "assistant") out[out.length - 1] = { ...last, options: ephemeral } as any
+    return out
+  })
+
+/** Build the service over a `LanguageModel`; recording goes through `Recorder`. */
+export const make = (name: string): Effect.Effect<Service, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
+  Effect.gen(function* () {
+    const lm = yield* LanguageModel.LanguageModel
+    const rec = yield* Recorder.Recorder
+    // Per agent: the JSON of each message of its previous request, to record only what is new.
+    const previous = new Map<string, ReadonlyArray<string>>()
+    const toolkits = new Map<string, Toolkit.WithHandler<any>>()
+    const toolkitFor = (defs: ReadonlyArray<Tools.Definition>) => {
+      const key = defs.map((d) => d.name).join(",")
+      let tk = toolkits.get(key)
+      if (!tk) {
+        tk = {
+          tools: Object.fromEntries(defs.map((d) => [d.name, Tools.toAiTool(d)])),
+          handle: (() => Effect.dieMessage("tools are run by the agent loop")) as any
+        }
+        toolkits.set(key, tk)
+      }
+      return tk
+    }
+
+    type Outcome = Reply | { readonly error: string; readonly malformed: boolean }
+    const call = (request: Request, options: GenerateOptions): Effect.Effect<Outcome> =>
+      Effect.gen(function* () {
+        const prompt = yield* toProviderPrompt(request.system, request.messages, rec.getBlob)
+        let text = ""
+        const toolCalls: Array<ToolCall> = []
+        let finishReason = "unknown"
+        let usage = emptyUsage
+        const stream = lm.streamText({
+          prompt: Prompt.make(prompt),
+          toolkit: toolkitFor(request.tools),
+          toolChoice: request.toolChoice ?? "auto",
+          disableToolCallResolution: true
+        }) as Stream.Stream<Response.StreamPart<any>, unknown>
+        yield* Stream.runForEach(stream, (part: Response.StreamPart<any>) => {
+          switch (part.type) {
+            case "text-delta":
+              text += part.delta
+              return options.onDelta ? options.onDelta(part.delta) : Effect.void
+            case "tool-call":
+              toolCalls.push({ id: part.id, name: part.name, params: part.params })
+              return Effect.void
+            case "finish":
+              finishReason = part.reason
+              usage = toUsage(part.usage)
+              return Effect.void
+            case "error":
+              return Effect.fail(new ModelError({ model: name, message: errorMessage(part.error) }))
+            default:
+              return Effect.void
+          }
+        })
+        return { text, toolCalls, finishReason, usage } satisfies Reply
+      }).pipe(
+        Effect.scoped,
+        Effect.catchAll((e) =>
+          Effect.succeed(
+            e instanceof ModelError
+              ? { error: e.message, malformed: false }
+              : isMalformed(e)
+                ? { error: describeMalformed(e), malformed: true }
+                : { error: errorMessage(e), malformed: false }
+          )
+        )
+      )
+
+    const generate = (
+      request: Request,
+      options: GenerateOptions = {}
+    ): Effect.Effect<Result, ModelError | Recorder.RecorderError> =>
+      Effect.gen(function* () {
+        const json = request.messages.map((m) => Event.canonicalJson(m))
+        const prev = previous.get(request.agent) ?? []
+        let keep = 0
+        while (keep < prev.length && keep < json.length && prev[keep] === json[keep]) keep++
+        previous.set(request.agent, json)
+        const { value, outcome } = yield* Recorder.step<Outcome, never, never>({
+          agent: request.agent,
+          parent: request.parent,
+          intent: {
+            type: "model.requested",
+            data: {
+              model: name,
+              system: hash53(request.system),
+              tools: request.tools.map((t) => t.name),
+              messages: json.length,
+              keep,
+              appended: request.messages.slice(keep),
+              hash: hash53(json.join("\n"))
+            }
+          },
+          run: () => call(request, options),
+          outcome: (r) =>
+            "error" in r
+              ? { type: "model.failed", data: { model: name, error: r.error, malformed: r.malformed } }
+              : { type: "model.responded", data: { model: name, ...r } },
+          outcomeTypes: ["model.responded", "model.failed"],
+          fromOutcome: (e): Outcome => {
+            const d = e.data as any
+            return e.type === "model.failed"
+              ? { error: String(d.error), malformed: d.malformed === true }
+              : { text: d.text, toolCalls: d.toolCalls, finishReason: d.finishReason, usage: d.usage }
+          }
+        }).pipe(Effect.provideService(Recorder.Recorder, rec))
+        if ("error" in value) {
+          return yield* new ModelError({ model: name, message: value.error, malformed: value.malformed })
+        }
+        return { reply: value, event: outcome }
+      })
+
+    return { name, generate } satisfies Service
+  })
+
+/** The recorded model over a `LanguageModel` layer in context. */
+export const layer = (name: string): Layer.Layer<Model, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
+  Layer.effect(Model, make(name))
+
+/** A `LanguageModel` that fails the program if it is ever called (replay must not call a model). */
+export const layerLanguageModelForbidden: Layer.Layer<LanguageModel.LanguageModel> = Layer.effect(
+  LanguageModel.LanguageModel,
+  LanguageModel.make({
+    generateText: () => Effect.dieMessage("a model was called during replay"),
+    streamText: () => Stream.dieMessage("a model was called during replay")
+  })
+)
+
+/** The recorded usage of a `model.responded` event, if it is one. */
+export const usageOf = (e: Event.Envelope): Option.Option<Usage> =>
+  e.type === "model.responded" && typeof e.data === "object" && e.data !== null
+    ? Option.some((e.data as { usage: Usage }).usage)
+    : Option.none()

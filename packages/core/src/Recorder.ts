@@ -1,0 +1,349 @@
+/**
+ * The recorder: how an agent program writes to the event log, so that it can be replayed.
+ *
+ * Live, `append` appends to the `EventLog`. Replaying, `append` matches what the program produces
+ * against the recorded events of the same agent (each agent is deterministic given what it was
+ * fed) and returns the recorded envelope; a mismatch is a `Divergence` naming the seq. Resuming is
+ * replaying until an agent's recorded events run out, then appending live.
+ *
+ * `step` is the write-ahead unit: an intent event (`tool.started`, `model.requested`, …) is durable
+ * before the effect runs; the outcome event follows. Replaying, the outcome is served from the log
+ * and the effect does not run. Resuming with an intent but no outcome at the tail, `settle` decides
+ * (re-run, or report as interrupted).
+ *
+ * @example
+ * ```ts
+ * import { Recorder } from "@musekit/core"
+ * import { Effect } from "effect"
+ *
+ * const roll = Recorder.step({
+ *   agent: "main",
+ *   intent: { type: "dice.rolling", data: {} },
+ *   run: Effect.sync(() => Math.floor(Math.random() * 6) + 1),
+ *   outcome: (n) => ({ type: "dice.rolled", data: { n } }),
+ *   fromOutcome: (e) => (e.data as { n: number }).n
+ * }) // replays return the recorded number
+ * ```
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as Event from "./Event.js"
+import * as EventLog from "./EventLog.js"
+import * as Redactor from "./Redactor.js"
+
+/** Replay produced something other than what the log holds. */
+export class Divergence extends Schema.TaggedError<Divergence>("@musekit/core/Divergence")("Divergence", {
+  seq: Schema.Number,
+  agent: Schema.String,
+  expected: Schema.String,
+  got: Schema.String
+}) {
+  override get message() {
+    return `replay diverged at seq ${this.seq} (agent ${this.agent}):\n  expected ${this.expected}\n  got      ${this.got}`
+  }
+}
+
+/** Replay reached the end of the log while the program wanted to go on (the run was cut short). */
+export class ReplayEnded extends Schema.TaggedError<ReplayEnded>("@musekit/core/ReplayEnded")("ReplayEnded", {
+  seq: Schema.Number,
+  agent: Schema.String
+}) {
+  override get message() {
+    return `the log ends at seq ${this.seq}; agent ${this.agent} would continue live from here`
+  }
+}
+
+/** The log shows that the turn was interrupted here (replaying a Ctrl-C). */
+export class Interrupted extends Schema.TaggedError<Interrupted>("@musekit/core/Interrupted")("Interrupted", {
+  seq: Schema.Number,
+  agent: Schema.String
+}) {
+  override get message() {
+    return `the turn of agent ${this.agent} was interrupted (seq ${this.seq})`
+  }
+}
+
+/** Event type recorded when a turn is interrupted (e.g. Ctrl-C). */
+export const INTERRUPTED = "turn.interrupted"
+
+export type RecorderError = Divergence | ReplayEnded | Interrupted | EventLog.EventLogError
+
+/** Key of draft data that holds observations of the world (not compared on replay). */
+export const OBSERVED = "observed"
+
+export interface Service {
+  /** Append (live) or match against the log (replay). `observe` runs only live; its value lands in `data.observed`. */
+  readonly append: (
+    draft: Event.Draft,
+    observe?: Effect.Effect<unknown> | undefined
+  ) => Effect.Effect<Event.Envelope, RecorderError>
+  /** Replaying: the recorded outcome of `intent` (the agent's next event whose parent is the intent). */
+  readonly outcomeOf: (
+    intent: Event.Envelope,
+    types: ReadonlyArray<string>
+  ) => Effect.Effect<Option.Option<Event.Envelope>>
+  /** Whether an agent still has recorded events to replay. */
+  readonly replaying: (agent: string) => Effect.Effect<boolean>
+  /** The agent's next recorded event, if replaying. */
+  readonly peek: (agent: string) => Effect.Effect<Option.Option<Event.Envelope>>
+  /** `replay` never runs effects; `resume` and `live` may. */
+  readonly mode: "live" | "replay" | "resume"
+  /** Store a payload (live) — replaying, the payload is already in the blob store. */
+  readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLog.EventLogError>
+  readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>
+  /** Called by an agent program on every event it produced (for observers and the UI). */
+  readonly events: ReadonlyArray<(e: Event.Envelope) => Effect.Effect<void>>
+}
+
+export class Recorder extends Context.Tag("@musekit/core/Recorder")<Recorder, Service>() {}
+
+const withObserved = (draft: Event.Draft, observed: unknown): Event.Draft => ({
+  ...draft,
+  data: { ...(draft.data as object), [OBSERVED]: observed }
+})
+
+const stripObserved = (data: unknown): unknown => {
+  if (typeof data !== "object" || data === null || !(OBSERVED in data)) return data
+  const { [OBSERVED]: _, ...rest } = data as Record<string, unknown>
+  return rest
+}
+
+/** A live recorder over the `EventLog`. */
+export const makeLive = (
+  log: EventLog.Service,
+  options: { readonly onEvent?: (e: Event.Envelope) => Effect.Effect<void> } = {}
+): Service => ({
+  append: (draft, observe) =>
+    Effect.gen(function* () {
+      const d = observe ? withObserved(draft, yield* observe) : draft
+      const e = yield* log.append(d)
+      if (options.onEvent) yield* options.onEvent(e)
+      return e
+    }),
+  outcomeOf: () => Effect.succeed(Option.none()),
+  replaying: () => Effect.succeed(false),
+  peek: () => Effect.succeed(Option.none()),
+  mode: "live",
+  putBlob: log.putBlob,
+  getBlob: log.getBlob,
+  events: []
+})
+
+export const layerLive: Layer.Layer<Recorder, never, EventLog.EventLog> = Layer.effect(
+  Recorder,
+  Effect.map(EventLog.EventLog, (log) => makeLive(log))
+)
+
+export interface ReplayOptions {
+  /** The recorded events of the session, in seq order. */
+  readonly events: ReadonlyArray<Event.Envelope>
+  /**
+   * `replay`: no appends at all (a program that goes past the log diverges).
+   * `resume`: once an agent's recorded events run out it continues live on `log`.
+   */
+  readonly mode: "replay" | "resume"
+  /** The live log, for `resume`. */
+  readonly log?: EventLog.Service | undefined
+  /** Blobs, for `replay` without a writable log. */
+  readonly getBlob?: ((hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>) | undefined
+  /** The redactor the live run used, so redacted data compares equal. */
+  readonly redactor?: Redactor.Redactor | undefined
+  readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+}
+
+export interface ReplayState {
+  /** Events of the log no agent has consumed (verification fails if any remain). */
+  readonly remaining: () => ReadonlyArray<Event.Envelope>
+  /** Number of recorded events matched so far. */
+  readonly matched: () => number
+}
+
+const keyOf = (d: Event.Draft, redactor: Redactor.Redactor) =>
+  `${JSON.stringify(d.agent)}|${d.parent ?? null}|${JSON.stringify(d.type)}|${redactor.redact(
+    Event.canonicalJson(stripObserved(d.data))
+  )}`
+
+const show = (d: Event.Draft) => {
+  const s = `${d.type} ${Event.canonicalJson(stripObserved(d.data))}`
+  return s.length > 600 ? `${s.slice(0, 600)}…` : s
+}
+
+/** A recorder that replays `events` (and, for `resume`, continues live on `log`). */
+export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
+  const redactor = options.redactor ?? Redactor.none
+  const queues = new Map<string, { events: Array<Event.Envelope>; cursor: number }>()
+  for (const e of options.events) {
+    let q = queues.get(e.agent)
+    if (!q) queues.set(e.agent, (q = { events: [], cursor: 0 }))
+    q.events.push(e)
+  }
+  let matched = 0
+  const lastSeq = options.events.length > 0 ? options.events[options.events.length - 1]!.seq : -1
+  const live = options.log
+    ? makeLive(options.log, { ...(options.onEvent ? { onEvent: options.onEvent } : {}) })
+    : undefined
+  const service: Service & ReplayState = {
+    append: (draft, observe) =>
+      Effect.suspend(() => {
+        const q = queues.get(draft.agent)
+        if (q && q.cursor < q.events.length) {
+          const expected = q.events[q.cursor]!
+          if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
+            return Effect.fail(new Interrupted({ seq: expected.seq, agent: draft.agent }))
+          }
+          if (keyOf(draft, redactor) !== keyOf(expected, redactor)) {
+            return Effect.fail(
+              new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
+            )
+          }
+          q.cursor++
+          matched++
+          return options.onEvent ? Effect.as(options.onEvent(expected), expected) : Effect.succeed(expected)
+        }
+        if (options.mode === "resume" && live) return live.append(draft, observe)
+        return Effect.fail(new ReplayEnded({ seq: lastSeq, agent: draft.agent }))
+      }),
+    outcomeOf: (intent, types) =>
+      Effect.sync(() => {
+        const q = queues.get(intent.agent)
+        if (!q || q.cursor >= q.events.length) return Option.none()
+        const next = q.events[q.cursor]!
+        return next.parent === intent.id && types.includes(next.type) ? Option.some(next) : Option.none()
+      }),
+    replaying: (agent) =>
+      Effect.sync(() => {
+        const q = queues.get(agent)
+        return q !== undefined && q.cursor < q.events.length
+      }),
+    peek: (agent) =>
+      Effect.sync(() => {
+        const q = queues.get(agent)
+        return q && q.cursor < q.events.length ? Option.some(q.events[q.cursor]!) : Option.none()
+      }),
+    mode: options.mode,
+    putBlob: (data) =>
+      live
+        ? live.putBlob(data)
+        : Effect.flatMap(EventLog.sha256Hex(typeof data === "string" ? new TextEncoder().encode(data) : data), (h) =>
+            Effect.succeed(h)
+          ),
+    getBlob: (hash) =>
+      live
+        ? live.getBlob(hash)
+        : options.getBlob
+          ? options.getBlob(hash)
+          : Effect.fail(new EventLog.BlobNotFound({ hash })),
+    events: [],
+    remaining: () => {
+      const out: Array<Event.Envelope> = []
+      for (const q of queues.values()) out.push(...q.events.slice(q.cursor))
+      return out.sort((a, b) => a.seq - b.seq)
+    },
+    matched: () => matched
+  }
+  return service
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+// ---------------------------------------------------------------------------------------------
+
+export interface StepOptions<A, E, R> {
+  readonly agent: string
+  readonly parent?: string | null | undefined
+  readonly intent: { readonly type: string; readonly data: unknown }
+  /** Observed live before the effect (e.g. workspace fingerprints); stored in `data.observed`. */
+  readonly observe?: Effect.Effect<unknown> | undefined
+  readonly run: (intent: Event.Envelope) => Effect.Effect<A, E, R>
+  readonly outcome: (a: A) => { readonly type: string; readonly data: unknown }
+  readonly fromOutcome: (outcome: Event.Envelope) => Effect.Effect<A, RecorderError> | A
+  /** Outcome types that may follow the intent (default: the type `outcome` produces, found by replay). */
+  readonly outcomeTypes: ReadonlyArray<string>
+  /**
+   * Resuming with this intent in flight (durable intent, no outcome): what to do. Default re-runs.
+   * Return `undefined` to re-run, or a value to record as the outcome instead.
+   */
+  readonly settle?: ((intent: Event.Envelope) => Effect.Effect<A | undefined, E, R>) | undefined
+}
+
+/**
+ * One write-ahead step: intent durable → effect → outcome durable. Replaying, the outcome comes from
+ * the log and the effect does not run.
+ */
+export const step = <A, E, R>(
+  options: StepOptions<A, E, R>
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R | Recorder> =>
+  Effect.gen(function* () {
+    const rec = yield* Recorder
+    const wasReplaying = yield* rec.replaying(options.agent)
+    const intent = yield* rec.append(
+      { agent: options.agent, parent: options.parent ?? null, type: options.intent.type, data: options.intent.data },
+      options.observe
+    )
+    const recorded = yield* rec.outcomeOf(intent, options.outcomeTypes)
+    if (Option.isSome(recorded)) {
+      const value = options.fromOutcome(recorded.value)
+      const a: A = Effect.isEffect(value) ? yield* value : value
+      const out = yield* rec.append(Event.toDraft(recorded.value))
+      return { value: a, outcome: out }
+    }
+    const next = yield* rec.peek(options.agent)
+    if (Option.isSome(next) && next.value.type === INTERRUPTED) {
+      return yield* new Interrupted({ seq: next.value.seq, agent: options.agent })
+    }
+    if (Option.isSome(next)) {
+      return yield* new Divergence({
+        seq: next.value.seq,
+        agent: options.agent,
+        expected: show(next.value),
+        got: `an outcome of ${intent.type} (${options.outcomeTypes.join(" | ")})`
+      })
+    }
+    if (rec.mode === "replay") return yield* new ReplayEnded({ seq: intent.seq, agent: options.agent })
+    // In flight at the tail of a resumed log: the intent was recorded, its outcome was not.
+    const inFlight = wasReplaying
+    let value: A | undefined
+    if (inFlight && options.settle) value = yield* options.settle(intent)
+    if (value === undefined) value = yield* options.run(intent)
+    const o = options.outcome(value)
+    const out = yield* rec.append({ agent: options.agent, parent: intent.id, type: o.type, data: o.data })
+    return { value, outcome: out }
+  })
+
+/** Record a plain event (no effect attached). */
+export const record = (draft: Event.Draft): Effect.Effect<Event.Envelope, RecorderError, Recorder> =>
+  Effect.flatMap(Recorder, (r) => r.append(draft))
+
+/**
+ * Take something that arrives from outside the agent (a mailbox delivery, user input) if there is
+ * any. Live, `take` is asked and a result is recorded as an event of `type`; replaying, the
+ * agent's next recorded event decides (a `type` event is served, anything else means nothing came).
+ */
+export const poll = <A>(options: {
+  readonly agent: string
+  readonly type: string
+  readonly parent?: string | null | undefined
+  readonly take: Effect.Effect<Option.Option<A>>
+  readonly toData: (a: A) => unknown
+  readonly fromData: (data: unknown) => A
+}): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError, Recorder> =>
+  Effect.gen(function* () {
+    const rec = yield* Recorder
+    if (yield* rec.replaying(options.agent)) {
+      const next = yield* rec.peek(options.agent)
+      if (Option.isSome(next) && next.value.type === options.type) {
+        const event = yield* rec.append(Event.toDraft(next.value))
+        return Option.some({ value: options.fromData(next.value.data), event })
+      }
+      return Option.none()
+    }
+    if (rec.mode === "replay") return Option.none()
+    const got = yield* options.take
+    if (Option.isNone(got)) return Option.none()
+    const event = yield* rec.append({
+      agent: options.agent,
+      parent: options.parent ?? null,
+      type: options.type,
+      data: options.toData(got.value)
+    })
+    return Option.some({ value: got.value, event })
+  })

@@ -1,0 +1,120 @@
+/**
+ * Running, replaying and resuming an agent program against a session's log.
+ *
+ * A program is an Effect that records through the `Recorder` (agents, crews and skills all do).
+ * `run` records it live. `replay` re-runs it against the recorded events — no model call, no tool
+ * side effect — and with `verify` reports the first divergence (seq, expected, got). `resume`
+ * replays to the end of the log, settles what was in flight, then continues live on the same log.
+ *
+ * @example
+ * ```ts
+ * import { Session } from "@musekit/core"
+ *
+ * // const report = yield* Session.replay(program, { events, verify: true })
+ * // report.matched === events.length
+ * ```
+ */
+import { Effect, Schema } from "effect"
+import type * as Event from "./Event.js"
+import * as EventLog from "./EventLog.js"
+import * as Recorder from "./Recorder.js"
+import type * as Redactor from "./Redactor.js"
+
+export interface ReplayReport {
+  /** Recorded events the program reproduced. */
+  readonly matched: number
+  /** Events in the log. */
+  readonly total: number
+  /** The log ended while the program wanted to go on (an interrupted run); not a divergence. */
+  readonly endedEarly: boolean
+}
+
+/** The program finished but the log holds more events than it produced. */
+export class Unreplayed extends Schema.TaggedError<Unreplayed>("@musekit/core/Unreplayed")("Unreplayed", {
+  seq: Schema.Number,
+  expected: Schema.String
+}) {
+  override get message() {
+    return `replay diverged at seq ${this.seq}: the log has ${this.expected}, the program produced nothing more`
+  }
+}
+
+export interface ReplayOptions {
+  readonly events: ReadonlyArray<Event.Envelope>
+  readonly verify?: boolean | undefined
+  readonly getBlob?: ((hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>) | undefined
+  readonly redactor?: Redactor.Redactor | undefined
+  readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+}
+
+/** Re-run `program` against recorded events. Fails with the first `Divergence` (or `Unreplayed`). */
+export const replay = <A, E, R>(
+  program: Effect.Effect<A, E, R>,
+  options: ReplayOptions
+): Effect.Effect<
+  ReplayReport,
+  E | Recorder.Divergence | Unreplayed | EventLog.EventLogError,
+  Exclude<R, Recorder.Recorder>
+> =>
+  Effect.gen(function* () {
+    const rec = Recorder.makeReplay({
+      events: options.events,
+      mode: "replay",
+      getBlob: options.getBlob,
+      redactor: options.redactor,
+      onEvent: options.onEvent
+    })
+    const exit = yield* Effect.either(Effect.provideService(program, Recorder.Recorder, rec))
+    let endedEarly = false
+    if (exit._tag === "Left") {
+      const err = exit.left as any
+      if (err?._tag === "ReplayEnded") endedEarly = true
+      else if (err?._tag === "Interrupted") endedEarly = true
+      else return yield* Effect.fail(exit.left as E | Recorder.Divergence | EventLog.EventLogError)
+    }
+    const remaining = rec.remaining()
+    if (options.verify && remaining.length > 0) {
+      const first = remaining[0]!
+      return yield* new Unreplayed({ seq: first.seq, expected: `${first.type} (agent ${first.agent})` })
+    }
+    return { matched: rec.matched(), total: options.events.length, endedEarly }
+  })
+
+export interface ResumeOptions {
+  readonly redactor?: Redactor.Redactor | undefined
+  readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * Replay `program` over the log's events, then continue live on the same log. In-flight steps at
+ * the tail are settled by each step's `settle` rule (re-run, or reported as interrupted).
+ */
+export const resume = <A, E, R>(
+  program: Effect.Effect<A, E, R>,
+  options: ResumeOptions = {}
+): Effect.Effect<A, E | EventLog.EventLogError, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
+  Effect.gen(function* () {
+    const log = yield* EventLog.EventLog
+    const events = yield* EventLog.readAll(log)
+    const rec = Recorder.makeReplay({
+      events,
+      mode: "resume",
+      log,
+      redactor: options.redactor,
+      onEvent: options.onEvent
+    })
+    return yield* Effect.provideService(program, Recorder.Recorder, rec)
+  })
+
+/** Run `program` live, recording to the `EventLog` in context. */
+export const run = <A, E, R>(
+  program: Effect.Effect<A, E, R>,
+  options: { readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined } = {}
+): Effect.Effect<A, E, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
+  Effect.flatMap(EventLog.EventLog, (log) =>
+    Effect.provideService(
+      program,
+      Recorder.Recorder,
+      Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
+    )
+  )

@@ -1,0 +1,336 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, type Layer, Schema } from "effect"
+import { Agent, type Approvals, Event, EventLog, Plugin, Redactor, Session, Tools } from "../src/index.js"
+import { autoPrompter, layerAgentServices, Scripted, scriptedModel, type Turn } from "../src/testing.js"
+
+/** A tiny in-memory "file system" tool pair, so the loop can be tested without Node. */
+const makeNotes = (store: Map<string, string>, calls: Array<string>) => [
+  Tools.make({
+    name: "read_note",
+    description: "Read a note",
+    parameters: { name: Schema.String },
+    effect: "read",
+    handler: ({ name }) =>
+      Effect.suspend(() => {
+        calls.push(`read ${name}`)
+        const v = store.get(name)
+        return v === undefined
+          ? Effect.fail(new Tools.ToolError({ message: `no note ${name}` }))
+          : Effect.succeed({ text: v })
+      })
+  }),
+  Tools.make({
+    name: "write_note",
+    description: "Write a note",
+    parameters: { name: Schema.String, text: Schema.String },
+    effect: "write",
+    summarize: ({ name }) => `write ${name}`,
+    handler: ({ name, text }) =>
+      Effect.sync(() => {
+        calls.push(`write ${name}`)
+        store.set(name, text)
+        return { ok: true }
+      })
+  })
+]
+
+const script: ReadonlyArray<Turn> = [
+  Scripted.toolCalls([{ name: "read_note", params: { name: "todo" } }]),
+  Scripted.toolCalls([{ id: "w1", name: "write_note", params: { name: "todo", text: "done" } }], { text: "Updating." }),
+  Scripted.text("All done.")
+]
+
+const program = (
+  options: {
+    script?: ReadonlyArray<Turn>
+    store?: Map<string, string>
+    calls?: Array<string>
+    approvals?: Approvals.Policy
+    prompter?: Layer.Layer<Approvals.Prompter>
+    plugins?: ReadonlyArray<Plugin.PluginInput>
+    budget?: Agent.Budget
+    languageModel?: Layer.Layer<any>
+    task?: string
+  } = {}
+) => {
+  const store = options.store ?? new Map([["todo", "write tests"]])
+  return Effect.gen(function* () {
+    const agent = yield* Agent.make({ name: "main", instructions: "You keep notes.", budget: options.budget })
+    return yield* agent.send(options.task ?? "finish the todo")
+  }).pipe(
+    Effect.provide(
+      layerAgentServices({
+        script: options.script ?? script,
+        languageModel: options.languageModel,
+        tools: makeNotes(store, options.calls ?? []),
+        approvals: options.approvals,
+        prompter: options.prompter,
+        plugins: options.plugins
+      })
+    )
+  )
+}
+
+const runLive = <A, E>(p: Effect.Effect<A, E, any>, log = EventLog.layerMemory("t")) =>
+  Effect.gen(function* () {
+    const result = yield* Session.run(p)
+    const events = yield* EventLog.readAll(yield* EventLog.EventLog)
+    return { result, events }
+  }).pipe(Effect.provide(log)) as Effect.Effect<{ result: A; events: ReadonlyArray<Event.Envelope> }, E>
+
+describe("Agent loop", () => {
+  it.effect("runs model → tools → model until the model stops, recording every step in order", () =>
+    Effect.gen(function* () {
+      const store = new Map([["todo", "write tests"]])
+      const { result, events } = yield* runLive(program({ store }))
+      expect(result.status).toBe("completed")
+      expect(result.text).toBe("All done.")
+      expect(result.steps).toBe(3)
+      expect(result.toolCalls).toBe(2)
+      expect(store.get("todo")).toBe("done")
+      expect(events.map((e) => e.type)).toEqual([
+        "user.message",
+        "prompt.ready",
+        "model.requested",
+        "model.responded",
+        "approval.decided",
+        "tool.started",
+        "tool.completed",
+        "model.requested",
+        "model.responded",
+        "approval.decided",
+        "tool.started",
+        "tool.completed",
+        "model.requested",
+        "model.responded",
+        "turn.completed"
+      ])
+      // intent before outcome, linked by parent
+      const started = events.find((e) => e.type === "tool.started")!
+      const completed = events.find((e) => e.type === "tool.completed")!
+      expect(completed.parent).toBe(started.id)
+      expect(completed.data).toMatchObject({ isFailure: false, result: { text: "write tests" } })
+      // requests record only what is new
+      const requests = events.filter((e) => e.type === "model.requested").map((e) => e.data as any)
+      expect(requests.map((r) => [r.keep, r.appended.length, r.messages])).toEqual([
+        [0, 1, 1],
+        [1, 2, 3],
+        [3, 2, 5]
+      ])
+      const usage = events.filter((e) => e.type === "model.responded").map((e) => (e.data as any).usage.inputTokens)
+      expect(usage).toEqual([100, 100, 100])
+    })
+  )
+
+  it.effect("streams text to the caller as it arrives", () =>
+    Effect.gen(function* () {
+      const deltas: Array<string> = []
+      const p = Effect.gen(function* () {
+        const agent = yield* Agent.make({ name: "main", instructions: "x" })
+        return yield* agent.send("hi", { onText: (d) => Effect.sync(() => deltas.push(d)) })
+      }).pipe(Effect.provide(layerAgentServices({ script: [Scripted.text("one two three")] })))
+      yield* runLive(p)
+      expect(deltas).toEqual(["one ", "two ", "three"])
+    })
+  )
+
+  it.effect("a reply calling an unknown tool is recorded as malformed and the model is asked again", () =>
+    Effect.gen(function* () {
+      const sm = scriptedModel([
+        Scripted.toolCalls([{ id: "c", name: "no_such_tool", params: {} }]),
+        Scripted.text("ok")
+      ])
+      const { result, events } = yield* runLive(program({ languageModel: sm.layer }))
+      expect(result.status).toBe("completed")
+      const failed = events.find((e) => e.type === "model.failed")!
+      expect(failed.data).toMatchObject({
+        malformed: true,
+        error: 'the reply called a tool named "no_such_tool", which does not exist'
+      })
+      const retry = sm.prompts[1]!.content.at(-1) as any
+      expect(retry.content[0].text).toBe(
+        'Your previous reply could not be used: the reply called a tool named "no_such_tool", which does not exist. Available tools: read_note, write_note. Reply again.'
+      )
+    })
+  )
+
+  it.effect("a failing tool and malformed arguments go back to the model; the loop goes on", () =>
+    Effect.gen(function* () {
+      const sm = scriptedModel([
+        Scripted.toolCalls([
+          { id: "a", name: "read_note", params: { name: "missing" } },
+          { id: "b", name: "write_note", params: { name: 42 } }
+        ]),
+        Scripted.text("ok")
+      ])
+      const { result, events } = yield* runLive(program({ languageModel: sm.layer }))
+      expect(result.reason).toBeUndefined()
+      expect(result.status).toBe("completed")
+      const toolMessage = sm.prompts[1]!.content.find((m) => m.role === "tool")!
+      const parts = (toolMessage as any).content as Array<any>
+      expect(parts.map((p) => [p.id, p.isFailure])).toEqual([
+        ["a", true],
+        ["b", true]
+      ])
+      expect(parts[0].result).toEqual({ error: "no note missing" })
+      expect(parts[1].result.error).toContain("invalid arguments for write_note")
+      expect(parts[1].result.error).toContain("text")
+      expect(events.filter((e) => e.type === "tool.rejected")).toHaveLength(1)
+    })
+  )
+
+  it.effect("deny rules refuse the call and name the rule", () =>
+    Effect.gen(function* () {
+      const calls: Array<string> = []
+      const sm = scriptedModel(script)
+      const { events } = yield* runLive(
+        program({
+          calls,
+          languageModel: sm.layer,
+          approvals: { mode: "auto", rules: [{ tool: "write_*", action: "deny", scope: "project" }] }
+        })
+      )
+      expect(calls).toEqual(["read todo"])
+      const decided = events.filter((e) => e.type === "approval.decided").map((e) => e.data as any)
+      expect(decided[1]).toMatchObject({ allow: false, by: "rule", rule: "deny write_* (project)" })
+      const last = sm.prompts[2]!.content.filter((m) => m.role === "tool").at(-1) as any
+      expect(last.content[0].result.error).toContain("denied by rule deny write_* (project)")
+    })
+  )
+
+  it.effect("ask mode goes through the prompter and records question, answer and decision", () =>
+    Effect.gen(function* () {
+      const prompter = autoPrompter({ allow: true, scope: "session" })
+      const { events } = yield* runLive(program({ approvals: { mode: "ask" }, prompter: prompter.layer }))
+      expect(prompter.asked.map((r) => [r.tool, r.summary])).toEqual([["write_note", "write todo"]])
+      const types = events.map((e) => e.type)
+      const i = types.indexOf("approval.requested")
+      expect(types.slice(i, i + 4)).toEqual([
+        "approval.requested",
+        "approval.answered",
+        "approval.decided",
+        "tool.started"
+      ])
+      expect(events[i + 2]!.data).toMatchObject({ allow: true, by: "user", scope: "session" })
+    })
+  )
+
+  it.effect("read-only mode refuses writes without asking", () =>
+    Effect.gen(function* () {
+      const prompter = autoPrompter()
+      const store = new Map([["todo", "x"]])
+      yield* runLive(program({ store, approvals: { mode: "read-only" }, prompter: prompter.layer }))
+      expect(prompter.asked).toHaveLength(0)
+      expect(store.get("todo")).toBe("x")
+    })
+  )
+
+  it.effect("stops with status budget when the turn budget is exhausted", () =>
+    Effect.gen(function* () {
+      const loop = [Scripted.toolCalls([{ name: "read_note", params: { name: "todo" } }])]
+      const { result, events } = yield* runLive(program({ script: loop, budget: { turns: 4 } }))
+      expect(result.status).toBe("budget")
+      expect(result.reason).toBe("turn budget of 4 model calls reached")
+      expect(events.filter((e) => e.type === "model.requested")).toHaveLength(4)
+      expect(events[events.length - 1]!.data).toMatchObject({ status: "budget" })
+    })
+  )
+
+  it.effect("a token budget is checked against recorded usage", () =>
+    Effect.gen(function* () {
+      const loop = [Scripted.toolCalls([{ name: "read_note", params: { name: "todo" } }], { input: 1000, output: 10 })]
+      const { result } = yield* runLive(program({ script: loop, budget: { tokens: 2500 } }))
+      expect(result.status).toBe("budget")
+      expect(result.steps).toBe(3)
+    })
+  )
+
+  it.effect("secrets in tool output never reach the log", () =>
+    Effect.gen(function* () {
+      const secret = "sk-live-THISISASECRETKEY123456"
+      const store = new Map([["todo", `the key is ${secret}`]])
+      const log = EventLog.layerMemory("t", { redactor: Redactor.make({ secrets: { OPENAI_API_KEY: secret } }) })
+      const { events } = yield* runLive(program({ store }), log)
+      const all = events.map((e) => Event.encodeLine(e)).join("\n")
+      expect(all).not.toContain(secret)
+      expect(all).toContain("[REDACTED:OPENAI_API_KEY]")
+    })
+  )
+
+  it.effect("a plugin written against the public API adds a tool and a hook", () =>
+    Effect.gen(function* () {
+      const seen: Array<string> = []
+      const plugin = Plugin.make({
+        name: "shout",
+        tools: [
+          Tools.make({
+            name: "shout",
+            description: "Upper-case a text",
+            parameters: { text: Schema.String },
+            effect: "read",
+            handler: ({ text }) => Effect.succeed(text.toUpperCase())
+          })
+        ],
+        hooks: {
+          beforeToolCall: (call) => Effect.sync(() => void seen.push(call.tool)).pipe(Effect.as(undefined)),
+          afterToolCall: (call) =>
+            Effect.succeed(call.tool === "shout" ? { ...call.result, result: `${call.result.result}!` } : call.result)
+        }
+      })
+      const sm = scriptedModel([
+        Scripted.toolCalls([{ name: "shout", params: { text: "hey" } }]),
+        Scripted.text("done")
+      ])
+      yield* runLive(program({ languageModel: sm.layer, plugins: [plugin] }))
+      expect(seen).toEqual(["shout"])
+      const tool = sm.prompts[1]!.content.find((m) => m.role === "tool") as any
+      expect(tool.content[0].result).toBe("HEY!")
+    })
+  )
+
+  it.effect("Plugin.layer flattens, drops falsy entries and lets the last plugin of a name win", () =>
+    Effect.gen(function* () {
+      const a1 = Plugin.make({
+        name: "a",
+        roles: [{ name: "r1", description: "", instructions: "", tools: "*", writes: false }]
+      })
+      const a2 = Plugin.make({
+        name: "a",
+        roles: [{ name: "r2", description: "", instructions: "", tools: "*", writes: false }]
+      })
+      const b = Plugin.make({ name: "b" })
+      expect(Plugin.normalize([a1, [false, b, null, [a2]], undefined]).map((p) => p.name)).toEqual(["b", "a"])
+      const reg = yield* Plugin.Plugins.pipe(Effect.provide(Plugin.layer([a1, [false, b, [a2]]])))
+      expect(reg.roles.map((r) => r.name)).toEqual(["r2"])
+    })
+  )
+
+  it.effect("a Promise-based plugin works without Effect", () =>
+    Effect.gen(function* () {
+      const plugin = Plugin.fromPromises({
+        name: "promised",
+        tools: [
+          {
+            name: "add",
+            description: "Add two numbers",
+            parameters: { a: Schema.Number, b: Schema.Number },
+            effect: "read",
+            handler: async ({ a, b }) => a + b
+          }
+        ],
+        hooks: {
+          transformPrompt: async (input) => ({
+            ...input,
+            content: [...input.content, { type: "text", text: "(be brief)" }]
+          })
+        }
+      })
+      const sm = scriptedModel([Scripted.toolCalls([{ name: "add", params: { a: 2, b: 3 } }]), Scripted.text("5")])
+      yield* runLive(program({ languageModel: sm.layer, plugins: [plugin] }))
+      const user = sm.prompts[0]!.content.find((m) => m.role === "user") as any
+      expect(user.content.map((p: any) => p.text)).toEqual(["finish the todo", "(be brief)"])
+      const tool = sm.prompts[1]!.content.find((m) => m.role === "tool") as any
+      expect(tool.content[0].result).toBe(5)
+    })
+  )
+})
