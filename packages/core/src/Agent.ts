@@ -366,6 +366,7 @@ export const make = (
         let text = ""
         let parent: string | null = readyEvent.id
         let malformedRetries = 0
+        let overflowRetried = false
         while (true) {
           const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
           if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
@@ -383,8 +384,29 @@ export const make = (
             history.push({ role: "user", content: [{ type: "text", text: m.text }] })
             lastAt = delivered.value.event.at
           }
-          const context = yield* plugins.transformContext({ agent: agentName, model: model.name, messages: history })
-          if (context !== history) history.splice(0, history.length, ...context)
+          const compact = (force: boolean) =>
+            Effect.gen(function* () {
+              const context = yield* plugins.transformContext({
+                agent: agentName,
+                model: model.name,
+                messages: history,
+                system: config.instructions,
+                force,
+                generate: (r) =>
+                  Effect.map(
+                    model.generate({
+                      agent: r.agent,
+                      system: r.system,
+                      messages: r.messages,
+                      tools: [],
+                      toolChoice: "none"
+                    }),
+                    (res) => ({ text: res.reply.text })
+                  )
+              })
+              if (context !== history) history.splice(0, history.length, ...context)
+            })
+          yield* compact(overflowRetried)
           const result: Either.Either<Model.Result, Model.ModelError | Recorder.RecorderError> = yield* Effect.either(
             model.generate(
               {
@@ -414,11 +436,16 @@ export const make = (
               })
               continue
             }
+            if (result.left._tag === "ModelError" && result.left.overflow && !overflowRetried) {
+              overflowRetried = true
+              continue
+            }
             if (result.left._tag === "ModelError") {
               return { status: "failed" as const, text, usage, steps, toolCalls, reason: result.left.message }
             }
             return yield* Effect.fail(result.left)
           }
+          overflowRetried = false
           const reply: Model.Reply = result.right.reply
           const event: Event.Envelope = result.right.event
           lastAt = event.at

@@ -28,7 +28,18 @@ export class ModelError extends Schema.TaggedError<ModelError>("@musekit/core/Mo
   message: Schema.String,
   /** The reply arrived but could not be used (unknown tool, broken structure): worth asking again. */
   malformed: Schema.optionalWith(Schema.Boolean, { default: () => false })
-}) {}
+}) {
+  /** The provider refused the request because the context is too long. */
+  get overflow(): boolean {
+    return isOverflow(this.message)
+  }
+}
+
+/** Provider messages that mean "the prompt does not fit the context window". */
+export const isOverflow = (message: string): boolean =>
+  /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window|too many tokens|input is too long|exceeds the context/i.test(
+    message
+  )
 
 /** A short account of why a reply could not be decoded. */
 export const describeMalformed = (e: unknown): string => {

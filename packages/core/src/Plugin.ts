@@ -65,8 +65,19 @@ export interface PromptInput {
 
 export interface ContextInput {
   readonly agent: string
+  /** The `provider/model` name the context is for. */
   readonly model: string
   readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+  /** The system prompt that will precede the messages. */
+  readonly system: string
+  /** The provider said the last request was too long: shrink now, whatever the budget says. */
+  readonly force: boolean
+  /** Make a recorded model call (e.g. to summarize); use an agent name of your own, like `main/compactor`. */
+  readonly generate: (request: {
+    readonly agent: string
+    readonly system: string
+    readonly messages: ReadonlyArray<Prompt.MessageEncoded>
+  }) => Effect.Effect<{ readonly text: string }, { readonly message: string }>
 }
 
 export interface ToolCallInfo {
