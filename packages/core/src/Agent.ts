@@ -47,8 +47,8 @@ export interface Config {
   readonly budget?: Budget | undefined
   /** Extra tools only this agent has (e.g. crew tools). */
   readonly extraTools?: ReadonlyArray<Tools.Definition> | undefined
-  /** Take messages that arrived for this agent (checked at every turn boundary). */
-  readonly inbox?: Effect.Effect<Option.Option<InboxMessage>> | undefined
+  /** Messages that arrive for this agent (checked before every model call). */
+  readonly inbox?: Inbox | undefined
   /** A workspace other than the one in context (e.g. a worktree). */
   readonly workspace?: Workspace.Service | undefined
   /** Largest tool result kept inline in an event; larger ones go to the blob store. */
@@ -60,6 +60,15 @@ export interface InboxMessage {
   readonly id: string
   readonly from: string
   readonly text: string
+  /** Ids of what the message carries (e.g. crew reports), so a resumed session does not deliver them twice. */
+  readonly ids?: ReadonlyArray<string> | undefined
+}
+
+export interface Inbox {
+  /** Take what is waiting, without blocking. */
+  readonly take: Effect.Effect<Option.Option<InboxMessage>>
+  /** Told of every delivery, live or replayed. */
+  readonly delivered?: ((message: InboxMessage) => Effect.Effect<void>) | undefined
 }
 
 export type Status = "completed" | "budget" | "failed" | "interrupted"
@@ -259,6 +268,26 @@ export const make = (
             error: `denied by ${by}${decision.reason ? `: ${decision.reason}` : ""}. Do not retry the same call; ask the user or try another approach.`
           })
         }
+        if (def.internal) {
+          const started = yield* record("tool.started", {
+            callId: call.id,
+            tool: def.name,
+            effect: def.effect,
+            summary: def.summarize(params),
+            params
+          })
+          const r = yield* def.handler(params, ctx).pipe(
+            Effect.map((v) => resultOf(false, v)),
+            Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
+          )
+          yield* rec.append({
+            agent: agentName,
+            parent: started.id,
+            type: "tool.completed",
+            data: { callId: call.id, tool: def.name, isFailure: r.isFailure, result: r.result ?? null }
+          })
+          return yield* plugins.afterToolCall({ agent: agentName, callId: call.id, tool: def.name, params, result: r })
+        }
         const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
         const { value: raw, outcome } = yield* provide(
           Recorder.step<Plugin.ToolResult, never, never>({
@@ -374,13 +403,14 @@ export const make = (
             Recorder.poll<InboxMessage>({
               agent: agentName,
               type: "inbox.delivered",
-              take: config.inbox ?? Effect.succeed(Option.none()),
+              take: config.inbox?.take ?? Effect.succeed(Option.none()),
               toData: (m) => m,
               fromData: (d) => d as InboxMessage
             })
           )
           if (Option.isSome(delivered)) {
             const m = delivered.value.value
+            if (config.inbox?.delivered) yield* config.inbox.delivered(m)
             history.push({ role: "user", content: [{ type: "text", text: m.text }] })
             lastAt = delivered.value.event.at
           }

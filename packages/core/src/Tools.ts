@@ -58,6 +58,11 @@ export interface Definition<P = any, S = any> {
   readonly paths: (params: P) => ReadonlyArray<string>
   /** A preview for approval prompts, e.g. a diff. */
   readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  /**
+   * The handler only changes in-session state (the crew, the plan, goals), never the world: it runs
+   * again on replay and its result is checked against the log instead of served from it.
+   */
+  readonly internal: boolean
 }
 
 export interface MakeOptions<F extends Schema.Struct.Fields, S> {
@@ -72,6 +77,7 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly preview?:
     | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
     | undefined
+  readonly internal?: boolean | undefined
 }
 
 /** Names some providers reserve for their own built-in tools; a user tool must not use them. */
@@ -106,7 +112,8 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     handler: options.handler,
     summarize: options.summarize ?? ((p) => `${options.name} ${JSON.stringify(p)}`),
     paths: options.paths ?? (() => []),
-    preview: options.preview
+    preview: options.preview,
+    internal: options.internal ?? false
   }
 }
 

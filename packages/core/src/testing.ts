@@ -58,6 +58,57 @@ export const Scripted = {
   ]
 }
 
+/** What a routed script handler sees of one request. */
+export interface RouteContext {
+  readonly agent: string
+  readonly prompt: Prompt.Prompt
+  /** Assistant messages so far (0 on the agent's first request). */
+  readonly turn: number
+  /** Text of the newest user message. */
+  readonly lastUser: string
+  /** Results of the newest tool message, if the newest message is one. */
+  readonly lastResults: ReadonlyArray<{ readonly name: string; readonly isFailure: boolean; readonly result: unknown }>
+}
+
+/** The agent a request is for: crew members say "You are <name>, …" in their system prompt; else `main`. */
+export const agentOf = (prompt: Prompt.Prompt): string => {
+  const system = prompt.content.find((m) => m.role === "system")
+  const text = system && typeof system.content === "string" ? system.content : ""
+  return /You are ([\w-]+), a persistent member/.exec(text)?.[1] ?? "main"
+}
+
+/**
+ * A stateless script for several agents: each request is routed by agent (exact name, then role
+ * prefix like `worker`, then `*`) to a handler that answers from the prompt alone, so a replayed or
+ * resumed run gets the same answers.
+ */
+export const routed =
+  (handlers: Record<string, (ctx: RouteContext) => ReadonlyArray<Response.PartEncoded>>): Turn =>
+  (prompt) => {
+    const agent = agentOf(prompt)
+    const handler = handlers[agent] ?? handlers[agent.replace(/-\d+$/, "")] ?? handlers["*"]
+    if (!handler) throw new Error(`no scripted handler for agent ${agent}`)
+    const messages = prompt.content
+    const users = messages.filter((m) => m.role === "user")
+    const lastUserMsg = users[users.length - 1]
+    const lastUser = lastUserMsg
+      ? lastUserMsg.content
+          .filter((p) => p.type === "text")
+          .map((p) => (p as any).text)
+          .join("\n")
+      : ""
+    const last = messages[messages.length - 1]
+    const lastResults =
+      last?.role === "tool" ? last.content.map((p) => ({ name: p.name, isFailure: p.isFailure, result: p.result })) : []
+    return handler({
+      agent,
+      prompt,
+      turn: messages.filter((m) => m.role === "assistant").length,
+      lastUser,
+      lastResults
+    })
+  }
+
 export interface ScriptedModel {
   readonly layer: Layer.Layer<LanguageModel.LanguageModel>
   /** Every prompt the model received, in order. */

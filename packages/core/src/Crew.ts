@@ -1,0 +1,656 @@
+/**
+ * The crew: persistent background agents that live the whole session.
+ *
+ * A member is a long-lived fiber with a role, its own conversation that accumulates across tasks,
+ * a mailbox and a status. The main agent delegates (`delegate`, `message`) and goes on; members
+ * decide when to report (`report` with `info` / `notable` / `blocking`) and the `ReportPolicy`
+ * decides when reports reach the main agent. When a writing member finishes a change, a reviewer
+ * critiques its diff before it is reported; `request-changes` goes back to the worker.
+ *
+ * Everything is recorded: a member's spawn, every task it receives, its whole conversation, its
+ * reports and verdicts, its failure. Replaying or resuming a session rebuilds every member from its
+ * own events (each member is deterministic given its deliveries).
+ *
+ * @example
+ * ```ts
+ * import { Agent, Crew } from "@musekit/core"
+ * import { Effect } from "effect"
+ *
+ * const program = Effect.gen(function* () {
+ *   const crew = yield* Crew.make()
+ *   const main = yield* Agent.make({ name: "main", instructions: "Lead.", extraTools: crew.tools, inbox: crew.inbox })
+ *   yield* main.send("Split the refactor between two workers")
+ *   yield* crew.run(main) // deliver reports until the crew is idle
+ * })
+ * ```
+ */
+import type { Prompt } from "@effect/ai"
+import { Deferred, Effect, Fiber, Option, Schema, type Scope } from "effect"
+import * as Agent from "./Agent.js"
+import * as Approvals from "./Approvals.js"
+import type * as Model from "./Model.js"
+import * as Plugin from "./Plugin.js"
+import * as Recorder from "./Recorder.js"
+import * as ReportPolicy from "./ReportPolicy.js"
+import * as Tools from "./Tools.js"
+import type * as Workspace from "./Workspace.js"
+
+export type Status = "idle" | "working" | "waiting-approval" | "failed" | "stopped"
+
+export interface MemberInfo {
+  readonly name: string
+  readonly role: string
+  readonly status: Status
+  readonly task: string | null
+  readonly tasks: number
+}
+
+export class CrewError extends Schema.TaggedError<CrewError>("@musekit/core/CrewError")("CrewError", {
+  message: Schema.String
+}) {}
+
+// ---------------------------------------------------------------------------------------------
+// Roles
+// ---------------------------------------------------------------------------------------------
+
+const protocol = (name: string) =>
+  [
+    `You are ${name}, a persistent member of a crew of agents led by the main agent.`,
+    "You receive tasks one after another and keep what you learned about the repository between them.",
+    "Use the report tool when something is worth the main agent's attention: importance 'blocking' when you cannot go on",
+    "without a decision, 'notable' for results and findings, 'info' for progress. Do not report every step.",
+    "When you finish a task, answer with a short summary of what you did and what is left."
+  ].join(" ")
+
+export const defaultRoles: ReadonlyArray<Plugin.Role> = [
+  {
+    name: "worker",
+    description: "Makes changes: edits files, runs commands and tests.",
+    instructions: "You implement changes carefully and verify them by running the relevant tests.",
+    tools: "*",
+    writes: true
+  },
+  {
+    name: "reviewer",
+    description: "Critiques a worker's diff before it is presented or merged.",
+    instructions:
+      "You review diffs. Look for bugs, missing tests, unclear names and risky changes. Finish every review with the verdict tool: 'approve' or 'request-changes' with a concrete critique.",
+    tools: ["read_file", "list_files", "grep"],
+    writes: false
+  },
+  {
+    name: "explorer",
+    description: "Reads the repository and answers questions about it.",
+    instructions: "You explore the repository and report what you find, with file paths.",
+    tools: ["read_file", "list_files", "grep"],
+    writes: false
+  }
+]
+
+// ---------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------
+
+interface Letter {
+  readonly id: string
+  readonly kind: "task" | "message" | "review" | "verdict" | "stop"
+  readonly from: string
+  readonly text: string
+  readonly data?: unknown
+}
+
+interface Member {
+  readonly name: string
+  readonly role: Plugin.Role
+  status: Status
+  task: string | null
+  tasks: number
+  readonly mailbox: Array<Letter>
+  readonly consumed: Set<string>
+  signal: Deferred.Deferred<void>
+  agent: Agent.Agent | undefined
+  fiber: Fiber.RuntimeFiber<void, never> | undefined
+}
+
+export interface Options {
+  /** Roles besides the defaults and the plugins' roles (a role of the same name replaces it). */
+  readonly roles?: ReadonlyArray<Plugin.Role> | undefined
+  /** Members per role that `delegate` to a role spreads work over (default 2). */
+  readonly membersPerRole?: number | undefined
+  /** Review rounds before a change is reported anyway (default 2); 0 disables review. */
+  readonly reviewRounds?: number | undefined
+  readonly budget?: Agent.Budget | undefined
+}
+
+export interface Service {
+  readonly spawn: (role: string, name?: string) => Effect.Effect<MemberInfo, CrewError>
+  readonly delegate: (options: {
+    readonly to: string
+    readonly task: string
+    readonly from?: string | undefined
+    readonly id: string
+  }) => Effect.Effect<{ readonly member: string; readonly taskId: string }, CrewError>
+  readonly message: (options: {
+    readonly to: string
+    readonly text: string
+    readonly from?: string | undefined
+    readonly id: string
+  }) => Effect.Effect<void, CrewError>
+  readonly stop: (name: string, id: string) => Effect.Effect<void, CrewError>
+  readonly restart: (name: string) => Effect.Effect<MemberInfo, CrewError>
+  readonly status: Effect.Effect<ReadonlyArray<MemberInfo>>
+  /** The main agent's inbox (reports through the policy). */
+  readonly inbox: Agent.Inbox
+  /** Tools for the main agent: delegate, message, crew_status, crew_restart, crew_stop. */
+  readonly tools: ReadonlyArray<Tools.Definition>
+  /** Wait until a report is due or the whole crew is idle; then everything pending, if any. */
+  readonly settle: Effect.Effect<Option.Option<Agent.InboxMessage>>
+  /** Keep the main agent going until the crew is idle and every report is delivered. */
+  readonly run: (main: Agent.Agent, options?: Agent.SendOptions) => Effect.Effect<void, Recorder.RecorderError>
+  /** Stop the crew: members end (replaying, they first finish their recorded events). */
+  readonly shutdown: Effect.Effect<void>
+  readonly roles: ReadonlyArray<Plugin.Role>
+}
+
+const reportTool = (name: string, policy: ReportPolicy.Service) =>
+  Tools.make({
+    name: "report",
+    description:
+      "Report to the main agent. importance: 'blocking' (you need a decision now), 'notable' (a result or finding), 'info' (progress; folded into digests).",
+    parameters: {
+      importance: Schema.Literal("info", "notable", "blocking"),
+      text: Schema.String
+    },
+    effect: "read",
+    internal: true,
+    summarize: ({ importance, text }) => `report ${importance}: ${text.slice(0, 80)}`,
+    handler: ({ importance, text }, ctx) =>
+      Effect.as(policy.offer({ id: `${name}:${ctx.callId}`, from: name, importance, text }), { delivered: importance })
+  })
+
+const verdictTool = (deliver: (letter: Letter, to: string) => Effect.Effect<void, CrewError>, name: string) =>
+  Tools.make({
+    name: "verdict",
+    description: "Give the verdict of a review: approve, or request-changes with a concrete critique.",
+    parameters: {
+      worker: Schema.String,
+      verdict: Schema.Literal("approve", "request-changes"),
+      critique: Schema.String
+    },
+    effect: "read",
+    internal: true,
+    summarize: ({ worker, verdict }) => `verdict for ${worker}: ${verdict}`,
+    handler: ({ worker, verdict, critique }, ctx) =>
+      deliver(
+        { id: `${name}:${ctx.callId}`, kind: "verdict", from: name, text: critique, data: { verdict } },
+        worker
+      ).pipe(
+        Effect.as({ verdict }),
+        Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
+      )
+  })
+
+const diffsOf = (messages: ReadonlyArray<Prompt.MessageEncoded>): string => {
+  const out: Array<string> = []
+  for (const m of messages) {
+    if (m.role !== "tool") continue
+    for (const p of m.content) {
+      const r = p.result as any
+      if (!p.isFailure && r && typeof r === "object" && typeof r.diff === "string" && r.diff.length > 0)
+        out.push(r.diff)
+    }
+  }
+  return out.join("\n")
+}
+
+export const make = (
+  options: Options = {}
+): Effect.Effect<
+  Service,
+  never,
+  | Model.Model
+  | Tools.Tools
+  | Approvals.Approvals
+  | Approvals.Prompter
+  | Workspace.Workspace
+  | Recorder.Recorder
+  | Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const context = yield* Effect.context<
+      Model.Model | Tools.Tools | Approvals.Approvals | Approvals.Prompter | Workspace.Workspace | Recorder.Recorder
+    >()
+    const rec = yield* Recorder.Recorder
+    const prompter = yield* Approvals.Prompter
+    const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
+    const policy = Option.getOrElse(yield* Effect.serviceOption(ReportPolicy.ReportPolicy), () => ReportPolicy.make())
+    const scope = yield* Effect.scope
+    const reviewRounds = options.reviewRounds ?? 2
+    const perRole = options.membersPerRole ?? 2
+
+    const roleMap = new Map<string, Plugin.Role>()
+    for (const r of [...defaultRoles, ...plugins.roles, ...(options.roles ?? [])]) roleMap.set(r.name, r)
+    const roles = [...roleMap.values()]
+    const members = new Map<string, Member>()
+    const assigned = new Map<string, number>()
+    let changed = yield* Deferred.make<void>()
+
+    const poke = Effect.gen(function* () {
+      const d = changed
+      changed = yield* Deferred.make<void>()
+      yield* Deferred.succeed(d, undefined)
+    })
+
+    const info = (m: Member): MemberInfo => ({
+      name: m.name,
+      role: m.role.name,
+      status: m.status,
+      task: m.task,
+      tasks: m.tasks
+    })
+
+    const deliver = (letter: Letter, to: string) =>
+      Effect.gen(function* () {
+        const m = members.get(to)
+        if (!m) {
+          return yield* new CrewError({
+            message: `no crew member ${to}; members: ${[...members.keys()].join(", ") || "none"}`
+          })
+        }
+        if (!m.consumed.has(letter.id) && !m.mailbox.some((l) => l.id === letter.id)) m.mailbox.push(letter)
+        yield* Deferred.succeed(m.signal, undefined)
+      })
+
+    /** Wait for the next letter that `accept` takes (live); recorded on the member's stream. */
+    const receive = (m: Member, type: string, accept: (l: Letter) => boolean) =>
+      Recorder.poll<Letter>({
+        agent: m.name,
+        type,
+        take: Effect.gen(function* () {
+          const next = () => {
+            const i = m.mailbox.findIndex((l) => accept(l) && !m.consumed.has(l.id))
+            return i >= 0 ? m.mailbox.splice(i, 1)[0] : undefined
+          }
+          while (true) {
+            const found = next()
+            if (found) return Option.some(found)
+            const signal = yield* Deferred.make<void>()
+            m.signal = signal
+            // a letter delivered while the signal was being replaced is seen here
+            const late = next()
+            if (late) return Option.some(late)
+            yield* poke
+            yield* Deferred.await(signal)
+          }
+        }),
+        toData: (l) => l,
+        fromData: (d) => {
+          const l = d as Letter
+          m.consumed.add(l.id)
+          const i = m.mailbox.findIndex((x) => x.id === l.id)
+          if (i >= 0) m.mailbox.splice(i, 1)
+          return l
+        }
+      }).pipe(Effect.provideService(Recorder.Recorder, rec))
+
+    const memberPrompter = (m: Member): Approvals.PrompterService => ({
+      ask: (request) =>
+        Effect.gen(function* () {
+          const before = m.status
+          m.status = "waiting-approval"
+          yield* poke
+          const answer = yield* prompter.ask(request)
+          m.status = before
+          yield* poke
+          return answer
+        })
+    })
+
+    const record = (m: Member, type: string, data: unknown) => rec.append({ agent: m.name, type, data })
+
+    type ReviewResult = { readonly verdict: "approve" | "unresolved" | "none"; readonly rounds: number }
+    const review = (
+      m: Member,
+      agent: Agent.Agent,
+      diff: string,
+      taskId: string
+    ): Effect.Effect<ReviewResult, Recorder.RecorderError | CrewError> =>
+      Effect.gen(function* () {
+        let round = 0
+        let current = diff
+        while (round < reviewRounds && current.length > 0) {
+          round++
+          const reviewer = yield* ensure("reviewer-1", "reviewer")
+          yield* record(m, "crew.review.requested", { reviewer, taskId, round })
+          yield* deliver(
+            {
+              id: `${m.name}:${taskId}:review-${round}`,
+              kind: "review",
+              from: m.name,
+              text: `Review this change by ${m.name} (round ${round}). Finish with the verdict tool (worker: "${m.name}").\n\n${current}`
+            },
+            reviewer
+          )
+          const got = yield* receive(m, "crew.verdict.received", (l) => l.kind === "verdict")
+          if (Option.isNone(got)) return { verdict: "none" as const, rounds: round }
+          const letter = got.value.value
+          const verdict = (letter.data as { verdict: string }).verdict
+          if (verdict !== "request-changes") return { verdict: "approve" as const, rounds: round }
+          const before = yield* agent.history
+          yield* agent.send(
+            `The reviewer ${letter.from} requested changes to your last change:\n${letter.text}\nRevise it, then summarize what you changed.`,
+            { budget: options.budget }
+          )
+          const after = yield* agent.history
+          current = diffsOf(after.slice(before.length))
+        }
+        return { verdict: round >= reviewRounds ? ("unresolved" as const) : ("approve" as const), rounds: round }
+      })
+
+    const memberLoop = (m: Member): Effect.Effect<void, Recorder.RecorderError | CrewError> =>
+      Effect.gen(function* () {
+        const spawned = yield* plugins.onSpawn({ agent: m.name, role: m.role })
+        yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
+        const agent =
+          m.agent ??
+          (yield* Agent.make({
+            name: m.name,
+            instructions: `${protocol(m.name)}\n\n${m.role.instructions}`,
+            tools: m.role.tools,
+            budget: options.budget,
+            extraTools: [
+              reportTool(m.name, policy),
+              ...(m.role.name === "reviewer" ? [verdictTool(deliver, m.name)] : [])
+            ],
+            workspace: spawned?.workspace
+          }).pipe(
+            Effect.provide(context),
+            Effect.provideService(Approvals.Prompter, memberPrompter(m)),
+            Effect.provideService(Recorder.Recorder, rec)
+          ))
+        m.agent = agent
+        while (true) {
+          m.status = "idle"
+          m.task = null
+          yield* poke
+          const got = yield* receive(m, "crew.task.received", (l) => l.kind !== "verdict")
+          if (Option.isNone(got)) return
+          const letter = got.value.value
+          if (letter.kind === "stop") {
+            m.status = "stopped"
+            yield* record(m, "crew.stopped", { by: letter.from })
+            yield* poke
+            return
+          }
+          m.status = "working"
+          m.task = letter.text.slice(0, 120)
+          m.tasks++
+          yield* poke
+          const before = yield* agent.history
+          const result = yield* agent.send(letter.text, { budget: options.budget })
+          if (letter.kind === "review" || letter.kind === "message") {
+            if (letter.kind === "review") {
+              yield* record(m, "crew.review.done", { worker: letter.from, text: result.text })
+            }
+            continue
+          }
+          const diff = m.role.writes ? diffsOf((yield* agent.history).slice(before.length)) : ""
+          const verdict =
+            diff.length > 0 && reviewRounds > 0 && roleMap.has("reviewer")
+              ? yield* review(m, agent, diff, letter.id)
+              : undefined
+          yield* record(m, "crew.task.done", {
+            taskId: letter.id,
+            status: result.status,
+            text: result.text,
+            review: verdict ?? null
+          })
+          const reviewNote = verdict ? ` (review: ${verdict.verdict} after ${verdict.rounds} round(s))` : ""
+          yield* policy.offer({
+            id: `${m.name}:done:${letter.id}`,
+            from: m.name,
+            importance: result.status === "completed" ? "notable" : "blocking",
+            text: `finished task ${letter.id} with status ${result.status}${reviewNote}: ${result.text || result.reason || ""}`
+          })
+        }
+      })
+
+    const startMember = (m: Member): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const fiber = yield* memberLoop(m).pipe(
+          Effect.catchAll((e) =>
+            e._tag === "ReplayEnded" || e._tag === "Interrupted"
+              ? Effect.void
+              : Effect.gen(function* () {
+                  yield* Effect.ignore(record(m, "crew.member.failed", { error: e.message }))
+                  // the report is queued before the status changes, so `settle` never sees a quiet crew in between
+                  yield* policy.offer({
+                    id: `${m.name}:failed:${m.tasks}`,
+                    from: m.name,
+                    importance: "blocking",
+                    text: `failed: ${e.message}. Restart it with crew_restart if it is still needed.`
+                  })
+                  m.status = "failed"
+                })
+          ),
+          Effect.catchAllDefect((d) =>
+            Effect.gen(function* () {
+              const message = d instanceof Error ? d.message : String(d)
+              yield* Effect.ignore(record(m, "crew.member.failed", { error: message }))
+              yield* policy.offer({
+                id: `${m.name}:failed:${m.tasks}`,
+                from: m.name,
+                importance: "blocking",
+                text: `crashed: ${message}. Restart it with crew_restart if it is still needed.`
+              })
+              m.status = "failed"
+            })
+          ),
+          Effect.ensuring(poke),
+          Effect.forkIn(scope)
+        )
+        m.fiber = fiber
+      })
+
+    const create = (memberName: string, role: Plugin.Role): Effect.Effect<Member> =>
+      Effect.gen(function* () {
+        const m: Member = {
+          name: memberName,
+          role,
+          status: "idle",
+          task: null,
+          tasks: 0,
+          mailbox: [],
+          consumed: new Set(),
+          signal: yield* Deferred.make<void>(),
+          agent: undefined,
+          fiber: undefined
+        }
+        members.set(memberName, m)
+        yield* startMember(m)
+        return m
+      })
+
+    const roleOf = (roleName: string) =>
+      Effect.suspend(() => {
+        const role = roleMap.get(roleName)
+        return role
+          ? Effect.succeed(role)
+          : Effect.fail(
+              new CrewError({ message: `unknown role ${roleName}; roles: ${roles.map((r) => r.name).join(", ")}` })
+            )
+      })
+
+    /** The member of that name, created on first use (idempotent, so its spawn replays the same). */
+    const ensure = (memberName: string, roleName: string): Effect.Effect<string, CrewError> =>
+      Effect.gen(function* () {
+        const existing = members.get(memberName)
+        if (existing) return existing.name
+        return (yield* create(memberName, yield* roleOf(roleName))).name
+      })
+
+    const spawn = (roleName: string, name?: string) =>
+      Effect.gen(function* () {
+        const role = yield* roleOf(roleName)
+        let n = 1
+        while (members.has(`${roleName}-${n}`)) n++
+        const memberName = name ?? `${roleName}-${n}`
+        if (members.has(memberName))
+          return yield* new CrewError({ message: `crew member ${memberName} exists already` })
+        return info(yield* create(memberName, role))
+      })
+
+    /**
+     * Choose a member for a role: the k-th delegation to a role goes to `<role>-<k mod N + 1>`, so
+     * the choice depends only on the delegating agent's own history and replays the same.
+     */
+    const pick = (to: string) =>
+      Effect.gen(function* () {
+        if (members.has(to)) return to
+        if (!roleMap.has(to)) {
+          return yield* new CrewError({
+            message: `no member or role named ${to}; roles: ${roles.map((r) => r.name).join(", ")}; members: ${
+              [...members.keys()].join(", ") || "none"
+            }`
+          })
+        }
+        const count = assigned.get(to) ?? 0
+        assigned.set(to, count + 1)
+        return yield* ensure(`${to}-${(count % perRole) + 1}`, to)
+      })
+
+    const service: Service = {
+      roles,
+      spawn,
+      delegate: ({ to, task, from, id }) =>
+        Effect.gen(function* () {
+          const member = yield* pick(to)
+          yield* deliver({ id, kind: "task", from: from ?? "main", text: task }, member)
+          return { member, taskId: id }
+        }),
+      message: ({ to, text, from, id }) =>
+        Effect.gen(function* () {
+          const member = yield* pick(to)
+          yield* deliver({ id, kind: "message", from: from ?? "main", text }, member)
+        }),
+      stop: (name, id) => deliver({ id, kind: "stop", from: "main", text: "stop" }, name),
+      restart: (name) =>
+        Effect.gen(function* () {
+          const m = members.get(name)
+          if (!m) return yield* new CrewError({ message: `no crew member ${name}` })
+          if (m.status !== "failed" && m.status !== "stopped") {
+            return yield* new CrewError({ message: `${name} is ${m.status}; only failed or stopped members restart` })
+          }
+          m.status = "idle"
+          m.signal = yield* Deferred.make<void>()
+          yield* startMember(m)
+          return info(m)
+        }),
+      status: Effect.sync(() => [...members.values()].map(info)),
+      inbox: {
+        take: policy.take,
+        delivered: (message) => policy.delivered(message.ids ?? [message.id])
+      },
+      tools: [],
+      settle: Effect.gen(function* () {
+        while (true) {
+          const wait = changed
+          const due = yield* policy.take
+          if (Option.isSome(due)) return due
+          let busy = false
+          for (const m of members.values()) {
+            if (yield* rec.replaying(m.name)) busy = true
+            else if (m.status === "working" || m.status === "waiting-approval") busy = true
+            else if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) busy = true
+          }
+          if (!busy) return yield* policy.flush
+          yield* Deferred.await(wait)
+        }
+      }),
+      run: (main, sendOptions) =>
+        Effect.gen(function* () {
+          while (true) {
+            const next = yield* Recorder.poll<Agent.InboxMessage>({
+              agent: main.name,
+              type: "crew.reports",
+              take: service.settle,
+              toData: (m) => m,
+              fromData: (d) => d as Agent.InboxMessage
+            }).pipe(Effect.provideService(Recorder.Recorder, rec))
+            if (Option.isNone(next)) return
+            const message = next.value.value
+            yield* policy.delivered(message.ids ?? [message.id])
+            yield* main.send(message.text, sendOptions)
+          }
+        }),
+      shutdown: Effect.gen(function* () {
+        const fibers = [...members.values()].flatMap((m) => (m.fiber ? [m.fiber] : []))
+        if (rec.mode === "replay") {
+          yield* Fiber.joinAll(fibers)
+          return
+        }
+        yield* Fiber.interruptAll(fibers)
+      })
+    }
+
+    const mainTools: ReadonlyArray<Tools.Definition> = [
+      Tools.make({
+        name: "delegate",
+        description:
+          "Give a task to a crew member, by role (worker, reviewer, explorer, …) or by name (worker-1). Returns at once; the member works in the background and reports back.",
+        parameters: { to: Schema.String, task: Schema.String },
+        effect: "read",
+        internal: true,
+        summarize: ({ to, task }) => `delegate to ${to}: ${task.slice(0, 80)}`,
+        handler: ({ to, task }, ctx) =>
+          service
+            .delegate({ to, task, from: ctx.agent, id: `${ctx.agent}:${ctx.callId}` })
+            .pipe(Effect.mapError((e) => new Tools.ToolError({ message: e.message })))
+      }),
+      Tools.make({
+        name: "message",
+        description: "Send a message to a crew member (by name or role); it reads it at its next step.",
+        parameters: { to: Schema.String, text: Schema.String },
+        effect: "read",
+        internal: true,
+        handler: ({ to, text }, ctx) =>
+          service.message({ to, text, from: ctx.agent, id: `${ctx.agent}:${ctx.callId}` }).pipe(
+            Effect.as({ sent: true }),
+            Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
+          )
+      }),
+      Tools.make({
+        name: "crew_status",
+        description: "List crew members with their role, status and current task.",
+        parameters: {},
+        effect: "read",
+        handler: () => Effect.map(service.status, (members) => ({ members }))
+      }),
+      Tools.make({
+        name: "crew_restart",
+        description: "Restart a failed or stopped crew member; it keeps its conversation.",
+        parameters: { name: Schema.String },
+        effect: "read",
+        internal: true,
+        handler: ({ name }) =>
+          service.restart(name).pipe(
+            Effect.map((m) => ({ name: m.name, status: "restarted" })),
+            Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
+          )
+      }),
+      Tools.make({
+        name: "crew_stop",
+        description: "Stop a crew member after its current task.",
+        parameters: { name: Schema.String },
+        effect: "read",
+        internal: true,
+        handler: ({ name }, ctx) =>
+          service.stop(name, `${ctx.agent}:${ctx.callId}`).pipe(
+            Effect.as({ stopping: name }),
+            Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
+          )
+      })
+    ]
+    yield* Effect.addFinalizer(() => Effect.ignore(service.shutdown.pipe(Effect.when(() => rec.mode !== "replay"))))
+    return { ...service, tools: mainTools }
+  })
