@@ -36,7 +36,14 @@ const crewProgram = (languageModel: Layer.Layer<any>, notes: Map<string, string>
     yield* crew.run(main)
     yield* crew.shutdown
     return { status: yield* crew.status, history: yield* main.history }
-  }).pipe(Effect.scoped, Effect.provide(layerAgentServices({ languageModel, tools: noteTools(notes) })))
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(layerAgentServices({ languageModel, tools: noteTools(notes) }))
+  ) as Effect.Effect<
+    { status: ReadonlyArray<Crew.MemberInfo>; history: ReadonlyArray<unknown> },
+    unknown,
+    Recorder.Recorder
+  >
 
 const recordLive = <A, E>(p: Effect.Effect<A, E, any>) =>
   Effect.gen(function* () {
