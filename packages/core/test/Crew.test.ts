@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Layer, Schema } from "effect"
-import { Agent, Crew, type Event, EventLog, Model, Session, Tools } from "../src/index.js"
+import { Agent, Crew, type Event, EventLog, Model, type Recorder, Session, Tools } from "../src/index.js"
 import { layerAgentServices, type RouteContext, routed, Scripted, scriptedModel } from "../src/testing.js"
 
 const MAIN = "You lead a crew."
