@@ -19,6 +19,8 @@
  * ```
  */
 import { Context, Effect, Layer, ParseResult, Schema } from "effect"
+import type * as Agent from "./Agent.js"
+import type * as Crew from "./Crew.js"
 
 export class SkillError extends Schema.TaggedError<SkillError>("@musekit/core/SkillError")("SkillError", {
   skill: Schema.String,
@@ -109,3 +111,15 @@ export const makeRegistry = (initial: ReadonlyArray<Skill> = []): Service => {
 
 export const layer = (skills: ReadonlyArray<Skill> = []): Layer.Layer<Skills> =>
   Layer.sync(Skills, () => makeRegistry(skills))
+
+/** What a running skill may use: the agent it runs for, the crew, and the user's screen. */
+export interface ContextService {
+  readonly agent: Agent.Agent
+  readonly crew?: Crew.Service | undefined
+  /** Show text to the user (not recorded; the recorded story is in the events). */
+  readonly output: (text: string) => Effect.Effect<void>
+  /** Options for the agent's turns (streaming callbacks, budget). */
+  readonly sendOptions?: Agent.SendOptions | undefined
+}
+
+export class SkillContext extends Context.Tag("@musekit/core/SkillContext")<SkillContext, ContextService>() {}
