@@ -6,4 +6,7 @@
  * import { EventLogFile } from "@musekit/node"
  * ```
  */
+
+export * as CodingTools from "./CodingTools.js"
 export * as EventLogFile from "./EventLogFile.js"
+export * as WorkspaceNode from "./WorkspaceNode.js"

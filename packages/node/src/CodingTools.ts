@@ -1,0 +1,717 @@
+/**
+ * The built-in coding tools: `read_file`, `write_file`, `edit_file`, `list_files`, `grep` and
+ * `run_shell`.
+ *
+ * Every handler resolves paths through the calling agent's `Workspace` (`ctx.workspace`), never on
+ * its own, so an agent rooted in a worktree cannot touch anything outside it: `..`, absolute paths
+ * outside and symlinks leading out are refused with the workspace's `PathEscape` message. Tools that
+ * change a file return `{ path, before, after, diff }` (sha256 of the content before — `null` for a
+ * new file — and after, plus a unified diff) and write atomically.
+ *
+ * @example
+ * ```ts
+ * import { Tools } from "@musekit/core"
+ * import { CodingTools, WorkspaceNode } from "@musekit/node"
+ * import { Layer } from "effect"
+ *
+ * const ToolsLive = CodingTools.layer({ shellTimeoutMs: 60_000 })
+ * const WorkspaceLive = WorkspaceNode.layer("/path/to/repo")
+ * const defs = CodingTools.make({ grepEngine: "js" })   // ReadonlyArray<Tools.Definition>
+ * ```
+ */
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import type { Workspace } from "@musekit/core"
+import { Tools } from "@musekit/core"
+import { Effect, type Layer, Schema } from "effect"
+import { writeFileAtomic } from "./internal/atomicWrite.js"
+import { globMatcher, IgnoreFilter, walk } from "./internal/gitignoreWalk.js"
+import { runShell as runShellProcess } from "./internal/shellProcess.js"
+import { findOnPath, SearchFailed, search } from "./internal/textSearch.js"
+import * as Descriptions from "./internal/toolDescriptions.js"
+import { diffStat, unifiedDiff } from "./internal/unifiedDiff.js"
+
+/** Tool names, as the model sees them. */
+export const names = {
+  readFile: "read_file",
+  writeFile: "write_file",
+  editFile: "edit_file",
+  listFiles: "list_files",
+  grep: "grep",
+  runShell: "run_shell"
+} as const
+
+export interface Options {
+  /** Most bytes of numbered lines `read_file` returns at once (default 256 KiB). */
+  readonly maxReadBytes?: number | undefined
+  /** Default and largest number of entries `list_files` returns (default 1000 / 10000). */
+  readonly listLimit?: number | undefined
+  readonly listMaxLimit?: number | undefined
+  /** Default and largest number of matches `grep` returns (default 200 / 5000). */
+  readonly grepLimit?: number | undefined
+  readonly grepMaxLimit?: number | undefined
+  /** `auto` (default): ripgrep when `rg` is on PATH, else the JS search; `js` forces the fallback. */
+  readonly grepEngine?: "auto" | "ripgrep" | "js" | undefined
+  /** The ripgrep binary (default: `rg` found on PATH). */
+  readonly ripgrepPath?: string | undefined
+  /** Default and largest `run_shell` timeout (default 120 s / 10 min). */
+  readonly shellTimeoutMs?: number | undefined
+  readonly shellMaxTimeoutMs?: number | undefined
+  /** Output `run_shell` keeps (its tail; default 64 KiB). */
+  readonly shellMaxOutputBytes?: number | undefined
+  /** The shell run as `<shell> -c <command>` (default `sh`). */
+  readonly shell?: string | undefined
+  /** Longest diff returned by file-changing tools (default 64 KiB; the hashes are always exact). */
+  readonly maxDiffBytes?: number | undefined
+}
+
+/** What `write_file` and `edit_file` return. */
+export interface FileChange {
+  readonly path: string
+  /** sha256 hex of the content before, `null` when the file did not exist. */
+  readonly before: string | null
+  /** sha256 hex of the content after. */
+  readonly after: string
+  readonly diff: string
+  readonly note?: string
+}
+
+export interface ReadResult {
+  readonly path: string
+  /** Numbered lines: `"     1\tfirst line\n     2\t..."`. */
+  readonly content: string
+  readonly start_line: number
+  readonly end_line: number
+  readonly total_lines: number
+  readonly note?: string
+}
+
+export interface ListResult {
+  readonly files: ReadonlyArray<string>
+  readonly total: number
+  readonly truncated: boolean
+  readonly note?: string
+}
+
+export interface GrepResult {
+  /** `path:line: text`, paths relative to the workspace root. */
+  readonly matches: ReadonlyArray<string>
+  readonly truncated: boolean
+  readonly note?: string
+}
+
+export interface ShellResult {
+  /** `null` when the command was killed by a signal (e.g. on timeout). */
+  readonly exit_code: number | null
+  readonly output: string
+  readonly timed_out: boolean
+  readonly signal?: string
+  readonly note?: string
+}
+
+const KiB = 1024
+
+const defaults = {
+  maxReadBytes: 256 * KiB,
+  listLimit: 1000,
+  listMaxLimit: 10_000,
+  grepLimit: 200,
+  grepMaxLimit: 5000,
+  shellTimeoutMs: 120_000,
+  shellMaxTimeoutMs: 600_000,
+  shellMaxOutputBytes: 64 * KiB,
+  maxDiffBytes: 64 * KiB
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------------------------
+
+const fail = (message: string, data?: unknown) =>
+  Effect.fail(new Tools.ToolError(data === undefined ? { message } : { message, data }))
+
+const sha256 = (data: string | Buffer) => createHash("sha256").update(data).digest("hex")
+
+const formatBytes = (n: number) => (n >= KiB && n % KiB === 0 ? `${n / KiB} KiB` : `${n} bytes`)
+
+/** Resolve a model-given path through the agent's workspace; escapes become a ToolError. */
+const resolveIn = (ctx: Tools.CallContext, p: string): Effect.Effect<string, Tools.ToolError> =>
+  ctx.workspace.resolve(p).pipe(
+    Effect.mapError(
+      (e: Workspace.PathEscape) =>
+        new Tools.ToolError({
+          message: e.message,
+          data: { _tag: "PathEscape", path: e.path, root: e.root, reason: e.reason }
+        })
+    )
+  )
+
+const describeFsError = (e: unknown, rel: string): string => {
+  const code = (e as NodeJS.ErrnoException)?.code
+  switch (code) {
+    case "ENOENT":
+      return `${rel} does not exist`
+    case "EISDIR":
+      return `${rel} is a directory`
+    case "ENOTDIR":
+      return `a parent of ${rel} is not a directory`
+    case "EACCES":
+    case "EPERM":
+      return `permission denied: ${rel}`
+    default:
+      return `${rel}: ${(e as Error)?.message ?? String(e)}`
+  }
+}
+
+const tryFs = <A>(rel: string, f: () => Promise<A>): Effect.Effect<A, Tools.ToolError> =>
+  Effect.tryPromise({ try: f, catch: (e) => new Tools.ToolError({ message: describeFsError(e, rel) }) })
+
+const statOrNull = (abs: string): Promise<fs.Stats | null> =>
+  fs.promises.stat(abs).catch((e: NodeJS.ErrnoException) => {
+    if (e.code === "ENOENT") return null
+    throw e
+  })
+
+/** Decode UTF-8 strictly; `undefined` for binary content (NUL bytes or invalid UTF-8). */
+const decodeText = (buf: Buffer): string | undefined => {
+  if (buf.includes(0)) return undefined
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(buf)
+  } catch {
+    return undefined
+  }
+}
+
+const binaryMessage = (rel: string, size: number, why: string) =>
+  `${rel} is a binary file (${why}, ${size} bytes); its content is not shown`
+
+/** A per-path lock so concurrent edits of one file do not lose each other's changes. */
+const makeLocks = () => {
+  const locks = new Map<string, Effect.Semaphore>()
+  return (key: string) =>
+    <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      Effect.suspend(() => {
+        let s = locks.get(key)
+        if (!s) {
+          s = Effect.unsafeMakeSemaphore(1)
+          locks.set(key, s)
+        }
+        return s.withPermits(1)(effect)
+      })
+}
+
+type Lock = ReturnType<typeof makeLocks>
+
+const capDiff = (diff: string, max: number): { diff: string; note?: string } => {
+  if (Buffer.byteLength(diff) <= max) return { diff }
+  const { added, removed } = diffStat(diff)
+  const cut = Buffer.from(diff)
+    .subarray(0, max)
+    .toString("utf8")
+    .replace(/\uFFFD$/, "")
+  const kept = cut.slice(0, cut.lastIndexOf("\n") + 1)
+  return {
+    diff: kept,
+    note: `the diff (+${added} -${removed} lines) is longer than ${formatBytes(max)} and was cut; the file itself was written in full`
+  }
+}
+
+const fileChange = (
+  rel: string,
+  before: { hash: string | null; text: string | null | undefined },
+  after: string,
+  maxDiffBytes: number
+): FileChange => {
+  const raw =
+    before.text === undefined
+      ? `--- a/${rel}\n+++ b/${rel}\nBinary file replaced by a text file\n`
+      : unifiedDiff(rel, before.text, after)
+  const { diff, note } = capDiff(raw, maxDiffBytes)
+  return { path: rel, before: before.hash, after: sha256(after), diff, ...(note ? { note } : {}) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// read_file
+// ---------------------------------------------------------------------------------------------
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
+
+const numbered = (n: number, line: string) => `${String(n).padStart(6)}\t${line}`
+
+type ReadOutcome =
+  | { readonly _tag: "binary"; readonly why: string; readonly size: number }
+  | {
+      readonly _tag: "text"
+      readonly lines: Array<string>
+      readonly total: number
+      readonly cutLine?: number
+      readonly capped: boolean
+    }
+
+/** Stream the file once: strict UTF-8 check, line count, and the selected lines within a byte budget. */
+const readLines = async (abs: string, start: number, limit: number, maxBytes: number): Promise<ReadOutcome> => {
+  const decoder = new TextDecoder("utf-8", { fatal: true })
+  const selected: Array<string> = []
+  let bytes = 0
+  let lineNo = 0
+  let capped = false
+  let cutLine: number | undefined
+  let size = 0
+  let carry = ""
+  const take = (raw: string) => {
+    lineNo++
+    if (capped || lineNo < start || lineNo >= start + limit) return
+    const text = numbered(lineNo, raw.endsWith("\r") ? raw.slice(0, -1) : raw)
+    const len = Buffer.byteLength(text) + 1
+    if (bytes + len > maxBytes) {
+      if (selected.length === 0) {
+        // a single line longer than the budget: show its beginning
+        selected.push(
+          Buffer.from(text)
+            .subarray(0, maxBytes)
+            .toString("utf8")
+            .replace(/\uFFFD$/, "")
+        )
+        cutLine = lineNo
+      }
+      capped = true
+      return
+    }
+    bytes += len
+    selected.push(text)
+  }
+  const stream = fs.createReadStream(abs, { highWaterMark: 64 * KiB })
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      size += chunk.length
+      if (chunk.includes(0))
+        return { _tag: "binary", why: "it contains NUL bytes", size: (await fs.promises.stat(abs)).size }
+      let text: string
+      try {
+        text = carry + decoder.decode(chunk, { stream: true })
+      } catch {
+        return { _tag: "binary", why: "it is not valid UTF-8", size: (await fs.promises.stat(abs)).size }
+      }
+      const parts = text.split("\n")
+      carry = parts.pop()!
+      for (const p of parts) take(p)
+      // a line this long is cut when shown anyway: keep only its beginning in memory
+      if (carry.length > 2 * maxBytes) carry = carry.slice(0, 2 * maxBytes)
+    }
+    try {
+      carry += decoder.decode()
+    } catch {
+      return { _tag: "binary", why: "it is not valid UTF-8", size }
+    }
+  } finally {
+    stream.destroy()
+  }
+  if (carry !== "") take(carry)
+  return { _tag: "text", lines: selected, total: lineNo, capped, ...(cutLine !== undefined ? { cutLine } : {}) }
+}
+
+export const readFile = (options: Options = {}): Tools.Definition => {
+  const maxBytes = options.maxReadBytes ?? defaults.maxReadBytes
+  return Tools.make({
+    name: names.readFile,
+    description: Descriptions.READ_FILE,
+    effect: "read",
+    parameters: {
+      path: Schema.String.annotations({ description: "File path, relative to the workspace root" }),
+      offset: Schema.optional(
+        Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "First line to read (1-based)" })
+      ),
+      limit: Schema.optional(
+        Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "Number of lines to read" })
+      )
+    },
+    summarize: ({ path, offset, limit }) =>
+      `read_file ${path}${offset !== undefined || limit !== undefined ? ` lines ${offset ?? 1}-${limit !== undefined ? (offset ?? 1) + limit - 1 : "end"}` : ""}`,
+    handler: ({ path, offset, limit }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path)
+        const rel = ctx.workspace.relative(abs)
+        const st = yield* tryFs(rel, () => fs.promises.stat(abs))
+        if (st.isDirectory()) return yield* fail(`${rel} is a directory; use list_files to see its contents`)
+        if (!st.isFile()) return yield* fail(`${rel} is not a regular file`)
+        const start = offset ?? 1
+        const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes))
+        if (out._tag === "binary") return yield* fail(binaryMessage(rel, out.size, out.why))
+        const end = start + out.lines.length - 1
+        const result: ReadResult = {
+          path: rel,
+          content: out.lines.join("\n"),
+          start_line: start,
+          end_line: Math.max(end, start - 1),
+          total_lines: out.total
+        }
+        let note: string | undefined
+        if (out.total === 0) note = "the file is empty"
+        else if (start > out.total) note = `offset ${start} is past the end: the file has ${plural(out.total, "line")}`
+        else if (out.cutLine !== undefined)
+          note = `line ${out.cutLine} is longer than the ${formatBytes(maxBytes)} output cap and was cut; the file has ${plural(out.total, "line")}${
+            out.cutLine < out.total ? `; continue with offset=${out.cutLine + 1}` : ""
+          }`
+        else if (out.capped)
+          note = `output cut at ${formatBytes(maxBytes)}: showing lines ${start}-${end} of ${out.total}; read the rest with offset=${end + 1}`
+        else if (end < out.total)
+          note = `showing lines ${start}-${end} of ${out.total}; continue with offset=${end + 1}`
+        return note ? { ...result, note } : result
+      })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// write_file / edit_file
+// ---------------------------------------------------------------------------------------------
+
+/** The current content of a file for a change: hash, text (`undefined` if binary, `null` if missing). */
+const readBefore = (abs: string, rel: string) =>
+  tryFs(rel, async () => {
+    const st = await statOrNull(abs)
+    if (st === null) return { exists: false as const, hash: null, text: null }
+    if (st.isDirectory()) throw Object.assign(new Error(), { code: "EISDIR" })
+    const buf = await fs.promises.readFile(abs)
+    return { exists: true as const, hash: sha256(buf), text: decodeText(buf) }
+  })
+
+const writeFileWith = (options: Options, lock: Lock): Tools.Definition => {
+  const maxDiff = options.maxDiffBytes ?? defaults.maxDiffBytes
+  return Tools.make({
+    name: names.writeFile,
+    description: Descriptions.WRITE_FILE,
+    effect: "write",
+    parameters: {
+      path: Schema.String.annotations({ description: "File path, relative to the workspace root" }),
+      content: Schema.String.annotations({ description: "The complete new content of the file" })
+    },
+    summarize: ({ path, content }) => `write_file ${path} (${Buffer.byteLength(content)} bytes)`,
+    paths: ({ path }) => [path],
+    preview: ({ path, content }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path)
+        const rel = ctx.workspace.relative(abs)
+        const before = yield* readBefore(abs, rel)
+        return fileChange(rel, before, content, maxDiff).diff
+      }).pipe(Effect.catchAll((e) => Effect.succeed(`write_file would fail: ${e.message}`))),
+    handler: ({ path, content }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path)
+        const rel = ctx.workspace.relative(abs)
+        return yield* lock(abs)(
+          Effect.gen(function* () {
+            const before = yield* readBefore(abs, rel)
+            yield* tryFs(rel, () => writeFileAtomic(abs, content))
+            return fileChange(rel, before, content, maxDiff)
+          })
+        )
+      })
+  })
+}
+
+/** `write_file` on its own (with its own per-file lock). */
+export const writeFile = (options: Options = {}): Tools.Definition => writeFileWith(options, makeLocks())
+
+const EditSchema = Schema.Struct({
+  old_text: Schema.String.annotations({ description: "Exact text to replace (must occur once unless replace_all)" }),
+  new_text: Schema.String.annotations({ description: "Replacement text" }),
+  replace_all: Schema.optional(Schema.Boolean.annotations({ description: "Replace every occurrence" }))
+})
+
+export type Edit = typeof EditSchema.Type
+
+const countOccurrences = (haystack: string, needle: string): number => {
+  let n = 0
+  let i = haystack.indexOf(needle)
+  while (i !== -1) {
+    n++
+    i = haystack.indexOf(needle, i + needle.length)
+  }
+  return n
+}
+
+/** Apply edits in order to `text`; either the new text or the reason the edits cannot apply. */
+export const applyEdits = (
+  text: string,
+  edits: ReadonlyArray<Edit>,
+  rel: string
+): { readonly text: string; readonly replacements: number } | { readonly error: string } => {
+  let current = text
+  let replacements = 0
+  const crlf = text.includes("\r\n")
+  for (let i = 0; i < edits.length; i++) {
+    const where = edits.length > 1 ? `edit ${i + 1} of ${edits.length}: ` : ""
+    const failWith = (why: string) => ({ error: `${where}${why}; the file was not changed` })
+    let { old_text: oldText, new_text: newText } = edits[i]!
+    if (oldText === "") return failWith("old_text is empty (use write_file to create or replace a whole file)")
+    if (oldText === newText) return failWith("old_text and new_text are identical")
+    let count = countOccurrences(current, oldText)
+    if (count === 0 && crlf && oldText.includes("\n")) {
+      // the file uses CRLF line endings and the model wrote LF
+      const toCrlf = (s: string) => s.replace(/\r?\n/g, "\r\n")
+      const c = countOccurrences(current, toCrlf(oldText))
+      if (c > 0) {
+        oldText = toCrlf(oldText)
+        newText = toCrlf(newText)
+        count = c
+      }
+    }
+    if (count === 0) return failWith(`old_text not found in ${rel}`)
+    if (count > 1 && !edits[i]!.replace_all)
+      return failWith(`old_text occurs ${count} times in ${rel}; add context or set replace_all`)
+    if (edits[i]!.replace_all) current = current.split(oldText).join(newText)
+    else {
+      const at = current.indexOf(oldText)
+      current = current.slice(0, at) + newText + current.slice(at + oldText.length)
+    }
+    replacements += edits[i]!.replace_all ? count : 1
+  }
+  return { text: current, replacements }
+}
+
+const editFileWith = (options: Options, lock: Lock): Tools.Definition => {
+  const maxDiff = options.maxDiffBytes ?? defaults.maxDiffBytes
+  const plan = (ctx: Tools.CallContext, path: string, edits: ReadonlyArray<Edit>) =>
+    Effect.gen(function* () {
+      const abs = yield* resolveIn(ctx, path)
+      const rel = ctx.workspace.relative(abs)
+      const before = yield* readBefore(abs, rel)
+      if (!before.exists) return yield* fail(`${rel} does not exist; use write_file to create it`)
+      if (before.text === undefined) return yield* fail(`${rel} is a binary file; edit_file only edits text files`)
+      const applied = applyEdits(before.text, edits, rel)
+      if ("error" in applied) return yield* fail(applied.error)
+      return { abs, rel, before, after: applied.text }
+    })
+  return Tools.make({
+    name: names.editFile,
+    description: Descriptions.EDIT_FILE,
+    effect: "write",
+    parameters: {
+      path: Schema.String.annotations({ description: "File path, relative to the workspace root" }),
+      edits: Schema.Array(EditSchema)
+        .pipe(Schema.minItems(1))
+        .annotations({ description: "Replacements, applied in order; all or nothing" })
+    },
+    summarize: ({ path, edits }) => `edit_file ${path} (${edits.length} edit${edits.length === 1 ? "" : "s"})`,
+    paths: ({ path }) => [path],
+    preview: ({ path, edits }, ctx) =>
+      plan(ctx, path, edits).pipe(
+        Effect.map((p) => fileChange(p.rel, p.before, p.after, maxDiff).diff),
+        Effect.catchAll((e) => Effect.succeed(`edit_file would fail: ${e.message}`))
+      ),
+    handler: ({ path, edits }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path)
+        return yield* lock(abs)(
+          Effect.gen(function* () {
+            const p = yield* plan(ctx, path, edits)
+            yield* tryFs(p.rel, () => writeFileAtomic(p.abs, p.after))
+            return fileChange(p.rel, p.before, p.after, maxDiff)
+          })
+        )
+      })
+  })
+}
+
+/** `edit_file` on its own (with its own per-file lock). */
+export const editFile = (options: Options = {}): Tools.Definition => editFileWith(options, makeLocks())
+
+// ---------------------------------------------------------------------------------------------
+// list_files
+// ---------------------------------------------------------------------------------------------
+
+const clampLimit = (requested: number | undefined, def: number, max: number) => Math.min(requested ?? def, max)
+
+/** A default and a maximum from options: the default never exceeds the maximum. */
+const limits = (def: number | undefined, max: number | undefined, defaultDef: number, defaultMax: number) => {
+  const m = max ?? Math.max(defaultMax, def ?? 0)
+  return { def: Math.min(def ?? defaultDef, m), max: m }
+}
+
+const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
+
+export const listFiles = (options: Options = {}): Tools.Definition => {
+  const { def, max } = limits(options.listLimit, options.listMaxLimit, defaults.listLimit, defaults.listMaxLimit)
+  return Tools.make({
+    name: names.listFiles,
+    description: Descriptions.LIST_FILES,
+    effect: "read",
+    parameters: {
+      path: Schema.optional(Schema.String.annotations({ description: "Directory to list (default: the root)" })),
+      pattern: Schema.optional(Schema.String.annotations({ description: 'Glob, e.g. "*.ts" or "src/**/*.md"' })),
+      limit: Schema.optional(
+        Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "Most entries to return" })
+      )
+    },
+    summarize: ({ path, pattern }) => `list_files ${path ?? "."}${pattern ? ` ${pattern}` : ""}`,
+    handler: ({ path, pattern, limit }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path ?? ".")
+        const rel = ctx.workspace.relative(abs)
+        const startRel = rel === "." ? "" : rel
+        const st = yield* tryFs(rel, () => fs.promises.stat(abs))
+        const cap = clampLimit(limit, def, max)
+        if (!st.isDirectory()) {
+          const ok = !pattern || globMatcher(pattern)(startRel.slice(startRel.lastIndexOf("/") + 1))
+          return { files: ok ? [startRel] : [], total: ok ? 1 : 0, truncated: false } satisfies ListResult
+        }
+        const match = pattern ? globMatcher(pattern.replace(/^\.\//, "")) : undefined
+        const root = ctx.workspace.root
+        const { files, startIgnored } = yield* tryFs(rel, async () => {
+          const filter = await IgnoreFilter.load(root, startRel)
+          const startIgnored = startRel !== "" && filter.ignores(startRel, true)
+          const files: Array<string> = []
+          await walk(root, startRel, startIgnored ? filter.disabled() : filter, (e) => {
+            const sub = startRel === "" ? e.rel : e.rel.slice(startRel.length + 1)
+            if (!match || match(sub)) files.push(e.rel)
+            return true
+          })
+          return { files: files.sort(byBytes), startIgnored }
+        })
+        const notes: Array<string> = []
+        if (startIgnored) notes.push(`${rel} is ignored by .gitignore; listed anyway`)
+        const truncated = files.length > cap
+        if (truncated)
+          notes.push(`showing the first ${cap} of ${files.length} files; narrow the listing with path or pattern`)
+        else if (files.length === 0) notes.push(pattern ? `no files match ${pattern}` : "no files")
+        const result: ListResult = { files: truncated ? files.slice(0, cap) : files, total: files.length, truncated }
+        return notes.length ? { ...result, note: notes.join("; ") } : result
+      })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// grep
+// ---------------------------------------------------------------------------------------------
+
+export const grep = (options: Options = {}): Tools.Definition => {
+  const { def, max } = limits(options.grepLimit, options.grepMaxLimit, defaults.grepLimit, defaults.grepMaxLimit)
+  const engineSetting = options.grepEngine ?? "auto"
+  let engine: "ripgrep" | "js" | undefined
+  const pickEngine = () =>
+    (engine ??=
+      engineSetting === "auto" ? ((options.ripgrepPath ?? findOnPath("rg")) ? "ripgrep" : "js") : engineSetting)
+  return Tools.make({
+    name: names.grep,
+    description: Descriptions.GREP,
+    effect: "read",
+    parameters: {
+      pattern: Schema.String.annotations({ description: "Regular expression to search for" }),
+      path: Schema.optional(Schema.String.annotations({ description: "File or directory to search (default: root)" })),
+      glob: Schema.optional(Schema.String.annotations({ description: 'Only files matching this glob, e.g. "*.ts"' })),
+      ignore_case: Schema.optional(Schema.Boolean.annotations({ description: "Case-insensitive match" })),
+      limit: Schema.optional(
+        Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "Most matches to return" })
+      )
+    },
+    summarize: ({ pattern, path, glob }) =>
+      `grep ${JSON.stringify(pattern)} in ${path ?? "."}${glob ? ` (${glob})` : ""}`,
+    handler: ({ pattern, path, glob, ignore_case, limit }, ctx) =>
+      Effect.gen(function* () {
+        const abs = yield* resolveIn(ctx, path ?? ".")
+        const rel = ctx.workspace.relative(abs)
+        yield* tryFs(rel, () => fs.promises.stat(abs))
+        const cap = clampLimit(limit, def, max)
+        const r = yield* Effect.tryPromise({
+          try: (signal) =>
+            search({
+              signal,
+              root: ctx.workspace.root,
+              startRel: rel === "." ? "" : rel,
+              pattern,
+              glob,
+              ignoreCase: ignore_case ?? false,
+              limit: cap,
+              engine: pickEngine(),
+              ripgrepPath: options.ripgrepPath
+            }),
+          catch: (e) =>
+            new Tools.ToolError({ message: e instanceof SearchFailed ? e.message : describeFsError(e, rel) })
+        })
+        const notes: Array<string> = []
+        if (r.startIgnored) notes.push(`${rel} is ignored by .gitignore; searched anyway`)
+        if (r.truncated) notes.push(`showing the first ${cap} matches; more exist: narrow the pattern, path or glob`)
+        else if (r.matches.length === 0) notes.push("no matches")
+        const result: GrepResult = { matches: r.matches, truncated: r.truncated }
+        return notes.length ? { ...result, note: notes.join("; ") } : result
+      })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// run_shell
+// ---------------------------------------------------------------------------------------------
+
+export const runShell = (options: Options = {}): Tools.Definition => {
+  const { def: defTimeout, max: maxTimeout } = limits(
+    options.shellTimeoutMs,
+    options.shellMaxTimeoutMs,
+    defaults.shellTimeoutMs,
+    defaults.shellMaxTimeoutMs
+  )
+  const maxOutput = options.shellMaxOutputBytes ?? defaults.shellMaxOutputBytes
+  return Tools.make({
+    name: names.runShell,
+    description: Descriptions.RUN_SHELL,
+    effect: "exec",
+    idempotent: false,
+    parameters: {
+      command: Schema.String.pipe(Schema.minLength(1)).annotations({ description: "The command, run with sh -c" }),
+      timeout_ms: Schema.optional(
+        Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+          description: `Timeout in milliseconds (default ${defTimeout}, at most ${maxTimeout})`
+        })
+      )
+    },
+    summarize: ({ command }) => command,
+    handler: ({ command, timeout_ms }, ctx) =>
+      Effect.gen(function* () {
+        const timeoutMs = Math.min(timeout_ms ?? defTimeout, maxTimeout)
+        const r = yield* runShellProcess({
+          command,
+          cwd: ctx.workspace.root,
+          timeoutMs,
+          maxOutputBytes: maxOutput,
+          shell: options.shell,
+          onOutput: ctx.progress
+        }).pipe(Effect.mapError((e) => new Tools.ToolError({ message: e.message })))
+        const notes: Array<string> = []
+        if (timeout_ms !== undefined && timeout_ms > maxTimeout)
+          notes.push(`timeout_ms was lowered to the maximum of ${maxTimeout} ms`)
+        if (r.timedOut) notes.push(`timed out after ${timeoutMs} ms; the command and its child processes were killed`)
+        if (r.killedLeftovers)
+          notes.push("background processes still holding the output open were killed when the command ended")
+        const output =
+          r.droppedBytes > 0
+            ? `[… ${r.droppedBytes} bytes of earlier output cut; showing the last ${r.totalBytes - r.droppedBytes} of ${r.totalBytes} bytes]\n${r.output}`
+            : r.output
+        const result: ShellResult = {
+          exit_code: r.exitCode,
+          output,
+          timed_out: r.timedOut,
+          ...(r.signal ? { signal: r.signal } : {})
+        }
+        return notes.length ? { ...result, note: notes.join("; ") } : result
+      })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// the set
+// ---------------------------------------------------------------------------------------------
+
+/** All six coding tools; write tools share a per-file lock. */
+export const make = (options: Options = {}): ReadonlyArray<Tools.Definition> => {
+  const lock = makeLocks()
+  return [
+    readFile(options),
+    writeFileWith(options, lock),
+    editFileWith(options, lock),
+    listFiles(options),
+    grep(options),
+    runShell(options)
+  ]
+}
+
+/** `Tools` with the coding tools. */
+export const layer = (options: Options = {}): Layer.Layer<Tools.Tools> => Tools.layer(make(options))
