@@ -165,6 +165,8 @@ export const make = (
     const tools = Tools.fromList(filtered)
 
     const history: Array<Prompt.MessageEncoded> = []
+    /** Leading history messages that are the same objects as at the previous model call. */
+    let stable = 0
     const totalUsage = yield* Ref.make(Model.emptyUsage)
     const provide = <A, E>(eff: Effect.Effect<A, E, Recorder.Recorder>) =>
       Effect.provideService(eff, Recorder.Recorder, rec)
@@ -434,7 +436,12 @@ export const make = (
                     (res) => ({ text: res.reply.text })
                   )
               })
-              if (context !== history) history.splice(0, history.length, ...context)
+              if (context !== history) {
+                let same = 0
+                while (same < context.length && same < history.length && context[same] === history[same]) same++
+                stable = Math.min(stable, same)
+                history.splice(0, history.length, ...context)
+              }
             })
           yield* compact(overflowRetried)
           const result: Either.Either<Model.Result, Model.ModelError | Recorder.RecorderError> = yield* Effect.either(
@@ -444,7 +451,8 @@ export const make = (
                 parent,
                 system: config.instructions,
                 messages: history,
-                tools: tools.list
+                tools: tools.list,
+                stablePrefix: stable
               },
               { onDelta: options.onText }
             )
@@ -476,6 +484,7 @@ export const make = (
             return yield* Effect.fail(result.left)
           }
           overflowRetried = false
+          stable = history.length
           const reply: Model.Reply = result.right.reply
           const event: Event.Envelope = result.right.event
           lastAt = event.at

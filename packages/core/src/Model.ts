@@ -102,6 +102,8 @@ export interface Request {
   readonly messages: ReadonlyArray<Prompt.MessageEncoded>
   readonly tools: ReadonlyArray<Tools.Definition>
   readonly toolChoice?: "auto" | "none" | "required" | undefined
+  /** How many leading messages are the same objects as in the agent's previous request (a hint; checked). */
+  readonly stablePrefix?: number | undefined
 }
 
 export interface GenerateOptions {
@@ -154,6 +156,16 @@ export const hash53 = (s: string): string => {
   return (4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(16).padStart(14, "0")
 }
 
+/**
+ * The recorded fingerprint of a prompt: a hash chained over the canonical JSON of its messages,
+ * `h(i) = hash53(h(i-1) + "\n" + json(i))` with `h(-1) = ""`; an empty prompt hashes `""`.
+ */
+export const promptHash = (messageJson: ReadonlyArray<string>): string => {
+  let h = ""
+  for (const j of messageJson) h = hash53(`${h}\n${j}`)
+  return messageJson.length === 0 ? hash53("") : h
+}
+
 const toUsage = (u: Response.Usage | undefined): Usage => ({
   inputTokens: u?.inputTokens ?? 0,
   outputTokens: u?.outputTokens ?? 0,
@@ -175,11 +187,20 @@ const ephemeral = { anthropic: { cacheControl: { type: "ephemeral" as const } } 
 const toProviderPrompt = (
   system: string,
   messages: ReadonlyArray<Prompt.MessageEncoded>,
-  getBlob: (hash: string) => Effect.Effect<Uint8Array, unknown>
-) =>
+  getBlob: (hash: string) => Effect.Effect<Uint8Array, unknown>,
+  messageOf: (m: Prompt.MessageEncoded) => Prompt.Message
+): Effect.Effect<Prompt.Prompt> =>
   Effect.gen(function* () {
-    const out: Array<Prompt.MessageEncoded> = [{ role: "system", content: system, options: ephemeral }]
+    const out: Array<Prompt.Message> = [messageOf({ role: "system", content: system, options: ephemeral })]
     for (const m of messages) {
+      const hasBlob =
+        m.role === "user" &&
+        Array.isArray(m.content) &&
+        m.content.some((p) => p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:"))
+      if (!hasBlob) {
+        out.push(messageOf(m))
+        continue
+      }
       if (m.role === "user" && Array.isArray(m.content)) {
         const content: Array<Prompt.UserMessagePartEncoded> = []
         for (const p of m.content) {
@@ -188,13 +209,18 @@ const toProviderPrompt = (
             content.push({ ...p, data: bytes })
           } else content.push(p)
         }
-        out.push({ ...m, content })
-      } else out.push(m)
+        out.push(Schema.decodeSync(Prompt.Message)({ ...m, content }))
+      }
     }
     // A breakpoint on the newest message lets the provider cache the whole stable prefix.
     const last = out[out.length - 1]!
-    if (out.length > 1 && last.role !== "assistant") out[out.length - 1] = { ...last, options: ephemeral } as any
-    return out
+    if (out.length > 1 && last.role !== "assistant") {
+      out[out.length - 1] = Prompt.makeMessage(last.role as any, {
+        content: last.content as any,
+        options: ephemeral
+      }) as any
+    }
+    return Prompt.fromMessages(out)
   })
 
 /** Build the service over a `LanguageModel`; recording goes through `Recorder`. */
@@ -202,8 +228,28 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
   Effect.gen(function* () {
     const lm = yield* LanguageModel.LanguageModel
     const rec = yield* Recorder.Recorder
-    // Per agent: the JSON of each message of its previous request, to record only what is new.
-    const previous = new Map<string, ReadonlyArray<string>>()
+    // Per agent: the JSON of each message of its previous request (to record only what is new) and
+    // a running hash over them (so a request's fingerprint costs only its new messages).
+    const previous = new Map<string, { json: Array<string>; chain: Array<string> }>()
+    const jsonCache = new WeakMap<object, string>()
+    const jsonOf = (m: Prompt.MessageEncoded) => {
+      let j = jsonCache.get(m)
+      if (j === undefined) {
+        j = Event.canonicalJson(m)
+        jsonCache.set(m, j)
+      }
+      return j
+    }
+    const decoded = new WeakMap<object, Prompt.Message>()
+    const decodeMessage = Schema.decodeSync(Prompt.Message)
+    const messageOf = (m: Prompt.MessageEncoded) => {
+      let d = decoded.get(m)
+      if (d === undefined) {
+        d = decodeMessage(m)
+        decoded.set(m, d)
+      }
+      return d
+    }
     const toolkits = new Map<string, Toolkit.WithHandler<any>>()
     const toolkitFor = (defs: ReadonlyArray<Tools.Definition>) => {
       const key = defs.map((d) => d.name).join(",")
@@ -221,13 +267,13 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     type Outcome = Reply | { readonly error: string; readonly malformed: boolean }
     const call = (request: Request, options: GenerateOptions): Effect.Effect<Outcome> =>
       Effect.gen(function* () {
-        const prompt = yield* toProviderPrompt(request.system, request.messages, rec.getBlob)
+        const prompt = yield* toProviderPrompt(request.system, request.messages, rec.getBlob, messageOf)
         let text = ""
         const toolCalls: Array<ToolCall> = []
         let finishReason = "unknown"
         let usage = emptyUsage
         const stream = lm.streamText({
-          prompt: Prompt.make(prompt),
+          prompt,
           toolkit: toolkitFor(request.tools),
           toolChoice: request.toolChoice ?? "auto",
           disableToolCallResolution: true
@@ -269,11 +315,18 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
       options: GenerateOptions = {}
     ): Effect.Effect<Result, ModelError | Recorder.RecorderError> =>
       Effect.gen(function* () {
-        const json = request.messages.map((m) => Event.canonicalJson(m))
-        const prev = previous.get(request.agent) ?? []
-        let keep = 0
-        while (keep < prev.length && keep < json.length && prev[keep] === json[keep]) keep++
-        previous.set(request.agent, json)
+        let state = previous.get(request.agent)
+        if (!state) previous.set(request.agent, (state = { json: [], chain: [] }))
+        const n = request.messages.length
+        let keep = Math.min(request.stablePrefix ?? 0, state.json.length, n)
+        while (keep < state.json.length && keep < n && state.json[keep] === jsonOf(request.messages[keep]!)) keep++
+        state.json.length = keep
+        state.chain.length = keep
+        for (let i = keep; i < n; i++) {
+          const j = jsonOf(request.messages[i]!)
+          state.json.push(j)
+          state.chain.push(hash53(`${i === 0 ? "" : state.chain[i - 1]}\n${j}`))
+        }
         const { value, outcome } = yield* Recorder.step<Outcome, never, never>({
           agent: request.agent,
           parent: request.parent,
@@ -283,10 +336,10 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
               model: name,
               system: hash53(request.system),
               tools: request.tools.map((t) => t.name),
-              messages: json.length,
+              messages: n,
               keep,
               appended: request.messages.slice(keep),
-              hash: hash53(json.join("\n"))
+              hash: n === 0 ? hash53("") : state.chain[n - 1]
             }
           },
           run: () => call(request, options),

@@ -285,11 +285,10 @@ describe("Replay", () => {
       const requests = events.filter((e) => e.type === "model.requested").map((e) => e.data as any)
       // rebuild each full prompt from keep + appended, and check its hash
       let messages: Array<unknown> = []
-      const sep = "\n"
       for (const r of requests) {
         messages = [...messages.slice(0, r.keep), ...r.appended]
         expect(messages.length).toBe(r.messages)
-        expect(Model.hash53(messages.map((m) => Event.canonicalJson(m)).join(sep))).toBe(r.hash)
+        expect(Model.promptHash(messages.map((m) => Event.canonicalJson(m)))).toBe(r.hash)
         expect(() => Prompt.make(messages as any)).not.toThrow()
       }
     })
