@@ -1,0 +1,236 @@
+/**
+ * The HTTP behaviour every provider shares, as one `HttpClient` transform: retries with exponential
+ * backoff on 408/409/429/5xx, timeouts and reset connections (honouring `retry-after` /
+ * `retry-after-ms`, in seconds or as an HTTP date, and Google's `RetryInfo`; capped), a request
+ * timeout, and an idle timeout for streams. A refused connection or an unknown host fails at once.
+ * Interrupting the calling fiber aborts the request in flight (the platform client does that; this
+ * transform keeps it true across retries and sleeps).
+ *
+ * The provider clients accept `transformClient`, so the same policy wraps OpenAI, Anthropic, Google
+ * and the Chat Completions adapter.
+ *
+ * @example
+ * ```ts
+ * import { OpenAiClient } from "@effect/ai-openai"
+ * import { HttpPolicy } from "@musekit/models"
+ *
+ * const client = OpenAiClient.layer({
+ *   transformClient: HttpPolicy.transformClient({ maxRetries: 4, timeout: "2 minutes" })
+ * })
+ * HttpPolicy.parseRetryAfter("120", Date.now()) // 120_000 (ms)
+ * ```
+ */
+import {
+  type HttpClient as Client,
+  HttpClient,
+  HttpClientError,
+  type HttpClientRequest,
+  type HttpClientResponse
+} from "@effect/platform"
+import { Clock, Duration, Effect, Random, Stream } from "effect"
+
+/** Options of the policy. Every field has a default. */
+export interface Options {
+  /** Retries after the first attempt. Default 4. */
+  readonly maxRetries?: number | undefined
+  /** First backoff delay; doubles each retry, with ±20% jitter. Default 1 second. */
+  readonly retryBaseDelay?: Duration.DurationInput | undefined
+  /** Cap for any single wait, including a server's `retry-after`. Default 60 seconds. */
+  readonly retryMaxDelay?: Duration.DurationInput | undefined
+  /**
+   * Time allowed for one attempt: until the whole body for ordinary requests, until the response
+   * headers for streaming ones. Default 10 minutes.
+   */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** Longest silence allowed between two chunks of a streamed response. Default 5 minutes. */
+  readonly idleTimeout?: Duration.DurationInput | undefined
+}
+
+/** The defaults, resolved. */
+export const defaults = {
+  maxRetries: 4,
+  retryBaseDelay: Duration.seconds(1),
+  retryMaxDelay: Duration.seconds(60),
+  timeout: Duration.minutes(10),
+  idleTimeout: Duration.minutes(5)
+} as const
+
+/** Marker carried as the `cause` of the error raised when a request or a stream times out. */
+export class TimeoutCause {
+  readonly _tag = "TimeoutCause"
+  constructor(
+    readonly kind: "request" | "idle",
+    readonly duration: Duration.Duration
+  ) {}
+  toString(): string {
+    return `${this.kind === "request" ? "no response" : "no data"} within ${Duration.format(this.duration)}`
+  }
+}
+
+/** How the description of an idle-timeout error starts. */
+export const idlePrefix = "no data received for"
+
+/** Status codes that are worth another attempt. 529 is Anthropic's "overloaded". */
+export const isRetryableStatus = (status: number): boolean =>
+  status === 408 || status === 409 || status === 429 || (status >= 500 && status <= 599)
+
+/**
+ * Parses a `retry-after` value (delay-seconds or an HTTP date) into milliseconds from `now`.
+ * Returns `undefined` when the value is missing or unreadable; past dates give 0.
+ */
+export const parseRetryAfter = (value: string | undefined, now: number): number | undefined => {
+  if (value === undefined) return undefined
+  const v = value.trim()
+  if (v === "") return undefined
+  if (/^\d+(\.\d+)?$/.test(v)) return Math.round(Number(v) * 1000)
+  const at = Date.parse(v)
+  if (Number.isNaN(at)) return undefined
+  return Math.max(0, at - now)
+}
+
+/** The server-requested delay in ms, from `retry-after-ms` (OpenAI) or `retry-after`. */
+export const retryAfterMillis = (headers: Readonly<Record<string, string | undefined>>, now: number) => {
+  const ms = headers["retry-after-ms"]
+  if (ms !== undefined && /^\d+(\.\d+)?$/.test(ms.trim())) return Math.round(Number(ms))
+  return parseRetryAfter(headers["retry-after"], now)
+}
+
+/**
+ * The delay in ms a Google error body asks for (`google.rpc.RetryInfo`: `"retryDelay": "13s"`),
+ * for servers that say it in the body instead of a header.
+ */
+export const retryInfoMillis = (body: string): number | undefined => {
+  const m = /"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"/.exec(body)
+  return m ? Math.round(Number(m[1]) * 1000) : undefined
+}
+
+/** The backoff delay in ms before retry number `attempt` (0-based), without jitter. */
+export const backoffMillis = (attempt: number, base: Duration.Duration, max: Duration.Duration): number =>
+  Math.min(Duration.toMillis(base) * 2 ** attempt, Duration.toMillis(max))
+
+/** System error codes that another attempt will not fix: nothing listens there, or the host does not exist. */
+const permanentCodes = new Set(["ECONNREFUSED", "ENOTFOUND"])
+
+const isPermanent = (error: unknown): boolean => {
+  let cur: unknown = error
+  for (let i = 0; i < 8 && typeof cur === "object" && cur !== null; i++) {
+    const code = (cur as { code?: unknown }).code
+    if (typeof code === "string" && permanentCodes.has(code)) return true
+    if (cur instanceof AggregateError && cur.errors.some(isPermanent)) return true
+    cur = (cur as { cause?: unknown }).cause
+  }
+  return false
+}
+
+/** Whether a request asks for a streamed (SSE) response. */
+export const isStreamingRequest = (request: HttpClientRequest.HttpClientRequest): boolean => {
+  if (request.urlParams.some(([k, v]) => k === "alt" && v === "sse")) return true
+  if (request.url.includes("alt=sse") || request.url.includes(":streamGenerateContent")) return true
+  const body = request.body
+  if (body._tag !== "Uint8Array") return false
+  const text = new TextDecoder().decode(body.body)
+  if (!/"stream"\s*:\s*true/.test(text)) return false
+  try {
+    return JSON.parse(text)?.stream === true
+  } catch {
+    return false
+  }
+}
+
+const withIdleTimeout = (
+  response: HttpClientResponse.HttpClientResponse,
+  idle: Duration.Duration
+): HttpClientResponse.HttpClientResponse =>
+  new Proxy(response, {
+    get(target, prop) {
+      if (prop === "stream") {
+        return Stream.timeoutFail(
+          Reflect.get(target, prop, target) as Stream.Stream<Uint8Array, HttpClientError.ResponseError>,
+          () =>
+            new HttpClientError.ResponseError({
+              request: target.request,
+              response: target,
+              reason: "Decode",
+              cause: new TimeoutCause("idle", idle),
+              description: `${idlePrefix} ${Duration.format(idle)}`
+            }),
+          idle
+        )
+      }
+      const value = Reflect.get(target, prop, target)
+      return typeof value === "function" ? value.bind(target) : value
+    }
+  })
+
+/**
+ * The policy as an `HttpClient` transform, for the `transformClient` option of the provider
+ * clients.
+ */
+export const transformClient =
+  (options: Options = {}) =>
+  (client: Client.HttpClient): Client.HttpClient => {
+    const maxRetries = Math.max(0, Math.floor(options.maxRetries ?? defaults.maxRetries))
+    const base = Duration.decode(options.retryBaseDelay ?? defaults.retryBaseDelay)
+    const max = Duration.decode(options.retryMaxDelay ?? defaults.retryMaxDelay)
+    const timeout = Duration.decode(options.timeout ?? defaults.timeout)
+    const idle = Duration.decode(options.idleTimeout ?? defaults.idleTimeout)
+
+    return HttpClient.transform(client, (effect, request) => {
+      const streaming = isStreamingRequest(request)
+      const timedOut = () =>
+        new HttpClientError.RequestError({
+          request,
+          reason: "Transport",
+          cause: new TimeoutCause("request", timeout),
+          description: `no response within ${Duration.format(timeout)}`
+        })
+      // One attempt: the response, with its body read unless it is a successful stream.
+      const attempt = effect.pipe(
+        Effect.flatMap((response) =>
+          streaming && response.status < 300
+            ? Effect.succeed(withIdleTimeout(response, idle))
+            : Effect.as(response.text, response)
+        ),
+        Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
+      )
+      const wait = (n: number, serverMs: number | undefined) =>
+        Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) => {
+          const ms = serverMs !== undefined ? serverMs : backoffMillis(n, base, max) * jitter
+          return Effect.sleep(Duration.millis(Math.min(ms, Duration.toMillis(max))))
+        })
+      const serverDelay = (response: HttpClientResponse.HttpClientResponse) =>
+        Effect.map(Clock.currentTimeMillis, (now) => retryAfterMillis(response.headers, now)).pipe(
+          Effect.flatMap((ms) =>
+            ms !== undefined
+              ? Effect.succeed(ms)
+              : Effect.map(
+                  Effect.orElseSucceed(response.text, () => ""),
+                  retryInfoMillis
+                )
+          )
+        )
+      const loop = (n: number): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
+        attempt.pipe(
+          Effect.flatMap((response) =>
+            isRetryableStatus(response.status) && n < maxRetries
+              ? serverDelay(response).pipe(
+                  Effect.flatMap((ms) => wait(n, ms)),
+                  Effect.zipRight(Effect.suspend(() => loop(n + 1)))
+                )
+              : Effect.succeed(response)
+          ),
+          Effect.catchIf(
+            (error) =>
+              n < maxRetries &&
+              ((error._tag === "RequestError" && error.reason === "Transport" && !isPermanent(error)) ||
+                (error._tag === "ResponseError" && error.reason === "Decode")),
+            () =>
+              Effect.zipRight(
+                wait(n, undefined),
+                Effect.suspend(() => loop(n + 1))
+              )
+          )
+        )
+      return loop(0)
+    })
+  }
