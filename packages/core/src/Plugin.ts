@@ -243,15 +243,17 @@ export const layerEmpty: Layer.Layer<Plugins> = Layer.succeed(Plugins, empty)
 
 /**
  * Compose plugins into one layer: their own layers merged, and the `Plugins` registry whose hooks
- * run with those layers' services. Hooks are gone when the layer's scope closes.
+ * run with those layers' services. Hooks are gone when the layer's scope closes. A plugin's own
+ * layer must be self-contained (provide what it needs) or be satisfied by the context the
+ * composed layer is built in; a failure building it is a defect naming nothing more specific.
  */
-export const layer = (plugins: ReadonlyArray<PluginInput>): Layer.Layer<Plugins, any, any> => {
+export const layer = (plugins: ReadonlyArray<PluginInput>): Layer.Layer<Plugins> => {
   const list = normalize(plugins)
   const provided = list.map((p) => p.layer).filter((l): l is Layer.Layer<any, any, any> => l !== undefined)
   const registry = Layer.scoped(Plugins, makeRegistry(list))
-  if (provided.length === 0) return registry
+  if (provided.length === 0) return registry as Layer.Layer<Plugins>
   const merged = Layer.mergeAll(provided[0]!, ...provided.slice(1))
-  return Layer.provideMerge(registry, merged) as Layer.Layer<Plugins, any, any>
+  return Layer.orDie(Layer.provideMerge(registry, merged)) as Layer.Layer<Plugins>
 }
 
 // ---------------------------------------------------------------------------------------------
