@@ -213,6 +213,17 @@ export const make = (
         return decision
       })
 
+    /** Content hashes of files a write tool will touch, with their bytes kept in the blob store. */
+    const snapshot = (paths: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const out: Record<string, string | null> = {}
+        for (const p of paths) {
+          const bytes = yield* Effect.orElseSucceed(workspace.read(p), () => null)
+          out[p] = bytes === null ? null : yield* Effect.orElseSucceed(rec.putBlob(bytes), () => null)
+        }
+        return out
+      })
+
     const encodeResult = (r: Plugin.ToolResult) =>
       Effect.gen(function* () {
         const json = JSON.stringify(r.result ?? null)
@@ -304,10 +315,7 @@ export const make = (
                 params
               }
             },
-            observe:
-              paths.length > 0
-                ? Effect.map(workspace.fingerprint(paths), (fingerprint) => ({ fingerprint }))
-                : undefined,
+            observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
             run: () =>
               def.handler(params, ctx).pipe(
                 Effect.map((r) => resultOf(false, r)),
@@ -330,9 +338,31 @@ export const make = (
                   | Record<string, string | null>
                   | undefined
                 if (def.effect === "write" && recorded) {
-                  const now = yield* workspace.fingerprint(Object.keys(recorded))
-                  const unchanged = Object.keys(recorded).every((p) => recorded[p] === now[p])
-                  if (unchanged) return undefined
+                  const files = Object.keys(recorded)
+                  const now = yield* workspace.fingerprint(files)
+                  if (files.every((p) => recorded[p] === now[p])) return undefined
+                  // The write may have happened. Put the files back as they were before it, run it
+                  // again, and keep the result only if it leaves exactly what was found: then the
+                  // outcome is the one the interrupted run would have recorded.
+                  const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
+                  const restored = yield* Effect.forEach(files, (p) =>
+                    recorded[p] === null
+                      ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
+                      : rec.getBlob(recorded[p]!).pipe(
+                          Effect.flatMap((bytes) => workspace.restore(p, bytes)),
+                          Effect.orElseSucceed(() => false)
+                        )
+                  )
+                  if (restored.every(Boolean)) {
+                    const again = yield* def.handler(params, ctx).pipe(
+                      Effect.map((r) => resultOf(false, r)),
+                      Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
+                    )
+                    const after = yield* workspace.fingerprint(files)
+                    if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
+                  }
+                  // Someone else changed the files: leave them as they were found.
+                  yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
                 }
                 return resultOf(true, interruptedToolResult(def.name))
               })

@@ -38,6 +38,10 @@ export interface Service {
    * before a write or exec tool runs so that resume can tell whether an interrupted write happened.
    */
   readonly fingerprint: (paths: ReadonlyArray<string>) => Effect.Effect<Record<string, string | null>>
+  /** The bytes of a workspace-relative file, `null` when it does not exist (used to snapshot before writes). */
+  readonly read: (path: string) => Effect.Effect<Uint8Array | null, PathEscape>
+  /** Put a file back to given bytes, or remove it for `null`; `false` when that failed (used to settle an interrupted write). */
+  readonly restore: (path: string, bytes: Uint8Array | null) => Effect.Effect<boolean, PathEscape>
 }
 
 export class Workspace extends Context.Tag("@musekit/core/Workspace")<Workspace, Service>() {}
@@ -79,11 +83,13 @@ export const relativeTo = (root: string, absolute: string): string => {
   return absolute.startsWith(`${r}/`) ? absolute.slice(r.length + 1) : absolute
 }
 
-/** A workspace with lexical checks only (tests, virtual file systems). */
+/** A workspace with lexical checks only and no files (tests, virtual file systems). */
 export const layerLexical = (root: string): Layer.Layer<Workspace> =>
   Layer.succeed(Workspace, {
     root: normalize(root),
     resolve: (p) => resolveLexical(root, p),
     relative: (a) => relativeTo(root, a),
-    fingerprint: (paths) => Effect.succeed(Object.fromEntries(paths.map((p) => [p, null])))
+    fingerprint: (paths) => Effect.succeed(Object.fromEntries(paths.map((p) => [p, null]))),
+    read: (p) => Effect.as(resolveLexical(root, p), null),
+    restore: (p) => Effect.as(resolveLexical(root, p), false)
   })

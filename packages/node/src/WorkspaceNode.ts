@@ -148,7 +148,39 @@ export const make = (root: string): Effect.Effect<Workspace.Service, InvalidRoot
         )
       ).pipe(Effect.map((entries) => Object.fromEntries(entries) as Record<string, string | null>))
 
-    return { root: realRoot, resolve, relative, fingerprint } satisfies Workspace.Service
+    const read = (p: string) =>
+      Effect.flatMap(resolve(p), (abs) =>
+        Effect.sync(() => {
+          try {
+            const st = fs.statSync(abs)
+            return st.isFile() ? new Uint8Array(fs.readFileSync(abs)) : null
+          } catch {
+            return null
+          }
+        })
+      )
+
+    const restore = (p: string, bytes: Uint8Array | null) =>
+      Effect.flatMap(resolve(p), (abs) =>
+        Effect.sync(() => {
+          try {
+            if (bytes === null) {
+              if (fs.existsSync(abs) && !fs.statSync(abs).isFile()) return false
+              fs.rmSync(abs, { force: true })
+              return true
+            }
+            fs.mkdirSync(path.dirname(abs), { recursive: true })
+            const tmp = `${abs}.muse-restore-${process.pid}`
+            fs.writeFileSync(tmp, bytes)
+            fs.renameSync(tmp, abs)
+            return true
+          } catch {
+            return false
+          }
+        })
+      )
+
+    return { root: realRoot, resolve, relative, fingerprint, read, restore } satisfies Workspace.Service
   })
 
 /** `Workspace` rooted at `root` (its real path). */

@@ -1,0 +1,326 @@
+/**
+ * A whole agent session on a Node machine: the main agent, the crew, skills and the coding tools
+ * over a real workspace, driven by user input and recorded in the session's log.
+ *
+ * The session program takes each user input as a recorded `user.input` event, runs it (a task for
+ * the main agent, a `/skill`, or `/approve <mode>`), lets the crew finish and deliver its reports,
+ * and asks for the next input. Because inputs are events, `replay` re-runs a session with no input
+ * source at all, and `resume` continues one after a crash: it replays to the end of the log and
+ * then asks for new input (or finishes the turn that was cut short).
+ *
+ * @example
+ * ```ts
+ * import { SessionRuntime } from "@musekit/node"
+ *
+ * const config = SessionRuntime.config({ root: process.cwd(), model: "openai/gpt-4.1", approvalMode: "auto-edit" })
+ * // yield* SessionRuntime.start({ config, session, languageModel, io, dir })
+ * ```
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { LanguageModel } from "@effect/ai"
+import {
+  Agent,
+  Approvals,
+  Crew,
+  type Event,
+  EventLog,
+  Model,
+  Plugin,
+  Recorder,
+  Session,
+  Skill,
+  Tools,
+  Workspace
+} from "@musekit/core"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as CodingTools from "./CodingTools.js"
+import * as EventLogFile from "./EventLogFile.js"
+import * as WorkspaceNode from "./WorkspaceNode.js"
+
+/** Everything that decides how a session behaves; recorded in `session.started` so replay uses the same. */
+export const Config = Schema.Struct({
+  title: Schema.String,
+  root: Schema.String,
+  model: Schema.String,
+  approvalMode: Approvals.Mode,
+  rules: Schema.Array(Approvals.Rule),
+  /** The full system prompt of the main agent (base instructions plus the project's AGENTS.md). */
+  instructions: Schema.String,
+  crew: Schema.Boolean,
+  budget: Schema.Struct({
+    turns: Schema.optional(Schema.Number),
+    tokens: Schema.optional(Schema.Number),
+    wallMs: Schema.optional(Schema.Number)
+  })
+})
+export type Config = typeof Config.Type
+
+export const baseInstructions = [
+  "You are muse, a coding agent working in the user's repository.",
+  "Read before you change; make the smallest change that does the job; run the tests that cover it.",
+  "Use the tools: read_file, write_file, edit_file, list_files, grep, run_shell.",
+  "When a task splits into independent parts, delegate them to crew members (delegate) and keep working;",
+  "their reports reach you between steps. Finish with a short summary of what changed and how you checked it."
+].join(" ")
+
+/** The project's `AGENTS.md`, if any, appended to the base instructions. */
+export const instructionsFor = (root: string, extra?: string): string => {
+  const parts = [baseInstructions]
+  const agentsMd = path.join(root, "AGENTS.md")
+  if (fs.existsSync(agentsMd)) parts.push(`Project instructions (AGENTS.md):\n${fs.readFileSync(agentsMd, "utf8")}`)
+  if (extra) parts.push(extra)
+  return parts.join("\n\n")
+}
+
+/** Project approval rules, from `.muse/permissions.json` (`{ "rules": [...] }`). */
+export const projectRulesFile = (root: string) => path.join(root, ".muse", "permissions.json")
+
+export class ConfigError extends Schema.TaggedError<ConfigError>("@musekit/node/ConfigError")("ConfigError", {
+  file: Schema.String,
+  message: Schema.String
+}) {}
+
+export const loadProjectRules = (root: string): Effect.Effect<ReadonlyArray<Approvals.Rule>, ConfigError> =>
+  Effect.gen(function* () {
+    const file = projectRulesFile(root)
+    if (!fs.existsSync(file)) return []
+    const text = fs.readFileSync(file, "utf8")
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new ConfigError({ file, message: `${file} is not valid JSON: ${(e as Error).message}` })
+    })
+    const decoded = yield* Schema.decodeUnknown(Schema.Struct({ rules: Schema.Array(Approvals.Rule) }))(json).pipe(
+      Effect.mapError((e) => new ConfigError({ file, message: `${file}: ${e.message}` }))
+    )
+    return decoded.rules
+  })
+
+const persistRule = (root: string) => (rule: Approvals.Rule) =>
+  Effect.sync(() => {
+    const file = projectRulesFile(root)
+    let rules: Array<unknown> = []
+    try {
+      rules = (JSON.parse(fs.readFileSync(file, "utf8")) as { rules: Array<unknown> }).rules ?? []
+    } catch {}
+    if (rules.some((r) => JSON.stringify(r) === JSON.stringify(rule))) return
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, `${JSON.stringify({ rules: [...rules, rule] }, null, 2)}\n`)
+  })
+
+export const config = (options: {
+  readonly root: string
+  readonly model: string
+  readonly approvalMode?: Approvals.Mode | undefined
+  readonly rules?: ReadonlyArray<Approvals.Rule> | undefined
+  readonly instructions?: string | undefined
+  readonly crew?: boolean | undefined
+  readonly budget?: Agent.Budget | undefined
+  readonly title?: string | undefined
+}): Config => ({
+  title: options.title ?? "",
+  root: path.resolve(options.root),
+  model: options.model,
+  approvalMode: options.approvalMode ?? "auto-edit",
+  rules: [...(options.rules ?? [])],
+  instructions: options.instructions ?? instructionsFor(options.root),
+  crew: options.crew ?? true,
+  budget: {
+    ...(options.budget?.turns !== undefined ? { turns: options.budget.turns } : {}),
+    ...(options.budget?.tokens !== undefined ? { tokens: options.budget.tokens } : {}),
+    ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
+  }
+})
+
+/** How the session talks to a person (or a script). Nothing here is recorded; the events are. */
+export interface Io {
+  /** The next user input; `None` ends the session. Asked only when the log has no more inputs. */
+  readonly input: Effect.Effect<Option.Option<string>>
+  readonly prompter: Approvals.PrompterService
+  readonly onText?: ((agent: string, delta: string) => Effect.Effect<void>) | undefined
+  readonly onToolOutput?: ((callId: string, chunk: string) => Effect.Effect<void>) | undefined
+  readonly onEvent?: ((event: Event.Envelope) => Effect.Effect<void>) | undefined
+  /** Text for the user's eyes (skills use it). */
+  readonly output?: ((text: string) => Effect.Effect<void>) | undefined
+  readonly onTurn?: ((result: Agent.TurnResult) => Effect.Effect<void>) | undefined
+}
+
+export interface Services {
+  readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
+  readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
+  /** Tools instead of the built-in coding tools. */
+  readonly tools?: ReadonlyArray<Tools.Definition> | undefined
+  readonly toolOptions?: CodingTools.Options | undefined
+}
+
+/** A summary of a finished program. */
+export interface Outcome {
+  readonly turns: ReadonlyArray<Agent.TurnResult>
+  readonly usage: Model.Usage
+}
+
+/**
+ * The session program. It records `session.started` with the config, then serves user inputs
+ * until there are none. Provide a `Recorder` (`Session.run`, `replay` or `resume` do).
+ */
+export const program = (cfg: Config, io: Io, services: Services) =>
+  Effect.gen(function* () {
+    const rec = yield* Recorder.Recorder
+    yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
+    const crew = cfg.crew ? yield* Crew.make({ budget: cfg.budget }) : undefined
+    const main = yield* Agent.make({
+      name: "main",
+      instructions: cfg.instructions,
+      budget: cfg.budget,
+      extraTools: crew?.tools ?? [],
+      inbox: crew?.inbox
+    })
+    const plugins = yield* Plugin.Plugins
+    const approvals = yield* Approvals.Approvals
+    const skills = Skill.makeRegistry(plugins.skills)
+    const sendOptions: Agent.SendOptions = {
+      onText: io.onText ? (d) => io.onText!("main", d) : undefined,
+      onToolOutput: io.onToolOutput
+    }
+    const output = io.output ?? (() => Effect.void)
+    const turns: Array<Agent.TurnResult> = []
+    while (true) {
+      const got = yield* Recorder.poll<string>({
+        agent: "main",
+        type: "user.input",
+        take: io.input,
+        toData: (text) => ({ text }),
+        fromData: (d) => (d as { text: string }).text
+      })
+      if (Option.isNone(got)) break
+      const text = got.value.value.trim()
+      const approve = /^\/approve\s+(read-only|ask|auto-edit|auto)\s*$/.exec(text)
+      if (approve) {
+        yield* approvals.setMode(approve[1] as Approvals.Mode)
+        yield* output(`approval mode: ${approve[1]}`)
+        continue
+      }
+      if (text === "/exit" || text === "/quit") break
+      if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
+        const result = yield* skills.invoke(text).pipe(
+          Effect.provideService(Skill.SkillContext, { agent: main, crew, output, sendOptions }),
+          Effect.catchTag("SkillError", (e) => Effect.as(output(e.message), undefined))
+        )
+        if (typeof result === "string") yield* output(result)
+      } else {
+        const result = yield* main.send(text, sendOptions)
+        turns.push(result)
+        if (io.onTurn) yield* io.onTurn(result)
+      }
+      if (crew) yield* crew.run(main, sendOptions)
+    }
+    if (crew) yield* crew.shutdown
+    return { turns, usage: yield* main.usage } satisfies Outcome
+  }).pipe(Effect.scoped)
+
+/** The services the program needs, over a real workspace. Needs a `Recorder`. */
+export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
+  const workspace = WorkspaceNode.layer(cfg.root)
+  const model = Model.layer(cfg.model).pipe(Layer.provide(services.languageModel))
+  const tools = services.tools ?? CodingTools.make(services.toolOptions)
+  const plugins = Plugin.layer(services.plugins ?? [])
+  return Layer.mergeAll(
+    model,
+    Layer.succeed(Approvals.Prompter, io.prompter),
+    Approvals.layer({
+      mode: cfg.approvalMode,
+      rules: cfg.rules,
+      persist: options.replaying ? undefined : persistRule(cfg.root)
+    }),
+    workspace,
+    Layer.succeed(Tools.Tools, Tools.fromList(tools)),
+    plugins
+  )
+}
+
+/** The config a session was started with, from its first event. */
+export const configOf = (events: ReadonlyArray<Event.Envelope>): Effect.Effect<Config, ConfigError> =>
+  Effect.gen(function* () {
+    const first = events.find((e) => e.type === "session.started")
+    if (!first) {
+      return yield* new ConfigError({
+        file: "<log>",
+        message: "the log has no session.started event: not a muse session"
+      })
+    }
+    return yield* Schema.decodeUnknown(Config)((first.data as { config: unknown }).config).pipe(
+      Effect.mapError(
+        (e) => new ConfigError({ file: "<log>", message: `session.started holds no valid config: ${e.message}` })
+      )
+    )
+  })
+
+export interface StartOptions {
+  readonly config: Config
+  readonly session: string
+  readonly io: Io
+  readonly services: Services
+  /** State directory (default `EventLogFile.defaultDir()`). */
+  readonly dir?: string | undefined
+}
+
+/** Start a new session, recording to the durable file log. */
+export const start = (options: StartOptions) =>
+  Session.run(
+    program(options.config, options.io, options.services).pipe(
+      Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
+    ),
+    { onEvent: options.io.onEvent }
+  ).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
+
+/** Continue a session after a crash or a stop: replay its log, settle what was in flight, go on live. */
+export const resume = (options: Omit<StartOptions, "config"> & { readonly config?: Config | undefined }) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog.EventLog
+    const events = yield* EventLog.readAll(log)
+    const cfg = options.config ?? (yield* configOf(events))
+    return yield* Session.resume(
+      program(cfg, options.io, options.services).pipe(
+        Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
+      ),
+      { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor() }
+    )
+  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session })))
+
+/** Re-run a recorded session with no model and no side effects; `verify` reports the first divergence. */
+export const replay = (options: {
+  readonly session: string
+  readonly dir?: string | undefined
+  readonly verify?: boolean | undefined
+  readonly onEvent?: ((event: Event.Envelope) => Effect.Effect<void>) | undefined
+  readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
+  readonly events?: ReadonlyArray<Event.Envelope> | undefined
+}) =>
+  Effect.gen(function* () {
+    const events = options.events ?? (yield* EventLogFile.readSession(options.session, { dir: options.dir }))
+    const cfg = yield* configOf(events)
+    const blobs = EventLogFile.makeBlobs(path.join(options.dir ?? EventLogFile.defaultDir(), "blobs"), options.session)
+    const io: Io = {
+      input: Effect.succeed(Option.none()),
+      prompter: { ask: () => Effect.dieMessage("a person was asked during replay") }
+    }
+    const services: Services = { languageModel: Model.layerLanguageModelForbidden, plugins: options.plugins }
+    return yield* Session.replay(program(cfg, io, services).pipe(Effect.provide(replayLayer(cfg, io, services))), {
+      events,
+      verify: options.verify,
+      getBlob: blobs.get,
+      onEvent: options.onEvent,
+      redactor: EventLogFile.envRedactor()
+    })
+  })
+
+/** Services for replay: like `layer`, but the workspace is never touched (a lexical one at the recorded root). */
+const replayLayer = (cfg: Config, io: Io, services: Services) =>
+  Layer.mergeAll(
+    Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
+    Layer.succeed(Approvals.Prompter, io.prompter),
+    Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules }),
+    Workspace.layerLexical(cfg.root),
+    Layer.succeed(Tools.Tools, Tools.fromList(CodingTools.make())),
+    Plugin.layer(services.plugins ?? [])
+  )
