@@ -339,6 +339,7 @@ export const make = (
                   | undefined
                 if (def.effect === "write" && recorded) {
                   const files = Object.keys(recorded)
+                  if (workspace.discardPartial) yield* workspace.discardPartial(files)
                   const now = yield* workspace.fingerprint(files)
                   if (files.every((p) => recorded[p] === now[p])) return undefined
                   // The write may have happened. Put the files back as they were before it, run it

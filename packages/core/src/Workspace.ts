@@ -42,6 +42,8 @@ export interface Service {
   readonly read: (path: string) => Effect.Effect<Uint8Array | null, PathEscape>
   /** Put a file back to given bytes, or remove it for `null`; `false` when that failed (used to settle an interrupted write). */
   readonly restore: (path: string, bytes: Uint8Array | null) => Effect.Effect<boolean, PathEscape>
+  /** Remove what an interrupted write of these paths may have left behind (temporary files). */
+  readonly discardPartial?: ((paths: ReadonlyArray<string>) => Effect.Effect<void>) | undefined
 }
 
 export class Workspace extends Context.Tag("@musekit/core/Workspace")<Workspace, Service>() {}

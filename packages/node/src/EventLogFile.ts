@@ -50,21 +50,64 @@ const CRC_SUFFIX_LENGTH = ',"crc":"00000000"}'.length
 export const withChecksum = (line: string): string =>
   `${line.slice(0, -1)},"crc":"${zlib.crc32(line).toString(16).padStart(8, "0")}"}`
 
-const crcRe = /,"crc":"([0-9a-f]{8})"\}$/
-const seqRe = /^\{"v":\d+,"seq":(\d+),/
+// crc32 table (the polynomial zlib uses), to extend a checksum by the single byte "}" without a call into C++
+const CRC_TABLE = (() => {
+  const t = new Int32Array(256)
+  for (let n = 0; n < 256; n++) {
+    let c = n
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
+    t[n] = c
+  }
+  return t
+})()
+const CLOSE_BRACE = 0x7d
+const crcPlusBrace = (crc: number): number => {
+  const c = ~crc
+  return ~(CRC_TABLE[(c ^ CLOSE_BRACE) & 0xff]! ^ (c >>> 8)) >>> 0
+}
+
+// `,"crc":"` then 8 lowercase hex digits then `"}`
+const CRC_PREFIX = Buffer.from(',"crc":"', "latin1")
+const hexValue = (b: number): number => (b >= 0x30 && b <= 0x39 ? b - 0x30 : b >= 0x61 && b <= 0x66 ? b - 0x57 : -1)
+/** The checksum written in the suffix starting at `at`, or -1 when the suffix is not one. */
+const storedCrc = (bytes: Uint8Array, at: number): number => {
+  for (let i = 0; i < CRC_PREFIX.length; i++) if (bytes[at + i] !== CRC_PREFIX[i]) return -1
+  let crc = 0
+  for (let i = at + CRC_PREFIX.length, end = i + 8; i < end; i++) {
+    const h = hexValue(bytes[i]!)
+    if (h < 0) return -1
+    crc = crc * 16 + h
+  }
+  const q = at + CRC_PREFIX.length + 8
+  return bytes[q] === 0x22 && bytes[q + 1] === CLOSE_BRACE ? crc : -1
+}
+// `{"v":<digits>,"seq":<digits>,` within the first 40 bytes
+const V_PREFIX = Buffer.from('{"v":', "latin1")
+const SEQ_KEY = Buffer.from(',"seq":', "latin1")
+const envelopeSeq = (bytes: Uint8Array): number => {
+  const limit = Math.min(bytes.length, 40)
+  for (let i = 0; i < V_PREFIX.length; i++) if (bytes[i] !== V_PREFIX[i]) return -1
+  let i = V_PREFIX.length
+  const vStart = i
+  while (i < limit && bytes[i]! >= 0x30 && bytes[i]! <= 0x39) i++
+  if (i === vStart) return -1
+  for (let k = 0; k < SEQ_KEY.length; k++, i++) if (i >= limit || bytes[i] !== SEQ_KEY[k]) return -1
+  const seqStart = i
+  let seq = 0
+  while (i < limit && bytes[i]! >= 0x30 && bytes[i]! <= 0x39) seq = seq * 10 + (bytes[i++]! - 0x30)
+  return i > seqStart && i < limit && bytes[i] === 0x2c ? seq : -1
+}
 
 /** Check one stored line (without newline); returns its seq or a reason it is bad. */
 export const verifyLine = (bytes: Buffer): { readonly seq: number } | { readonly bad: string } => {
   if (bytes.length < CRC_SUFFIX_LENGTH + 2) return { bad: "line too short" }
-  const tail = bytes.subarray(bytes.length - CRC_SUFFIX_LENGTH).toString("latin1")
-  const m = crcRe.exec(tail)
-  if (!m) return { bad: "no checksum" }
-  const body = bytes.subarray(0, bytes.length - CRC_SUFFIX_LENGTH)
-  const crc = zlib.crc32("}", zlib.crc32(body))
-  if (crc !== Number.parseInt(m[1]!, 16)) return { bad: "checksum mismatch" }
-  const s = seqRe.exec(body.subarray(0, 40).toString("latin1"))
-  if (!s) return { bad: "not an event envelope" }
-  return { seq: Number(s[1]) }
+  const bodyEnd = bytes.length - CRC_SUFFIX_LENGTH
+  const stored = storedCrc(bytes, bodyEnd)
+  if (stored < 0) return { bad: "no checksum" }
+  if (crcPlusBrace(zlib.crc32(bytes.subarray(0, bodyEnd))) !== stored) return { bad: "checksum mismatch" }
+  const seq = envelopeSeq(bytes)
+  if (seq < 0) return { bad: "not an event envelope" }
+  return { seq }
 }
 
 const sys = (session: string, what: string) => (e: unknown) =>
@@ -168,17 +211,22 @@ export const scanAndRepair = (session: string, file: string): Effect.Effect<Scan
     catch: (e) => (e instanceof EventLog.LogCorrupted ? e : sys(session, "open")(e))
   })
 
-const writeAll = (fd: number, buf: Buffer, session: string) =>
+/**
+ * Append `buf` and make it durable. The write is a synchronous copy into the page cache (microseconds,
+ * and one thread-pool round trip fewer per commit); only the `fdatasync` runs off the main thread.
+ */
+const writeDurable = (fd: number, buf: Buffer, session: string) =>
   Effect.async<void, EventLog.EventLogError>((resume) => {
-    const step = (off: number) => {
-      fs.write(fd, buf, off, buf.length - off, null, (err, n) => {
-        if (err) return resume(Effect.fail(sys(session, "write")(err)))
-        if (off + n < buf.length) return step(off + n)
-        fs.fdatasync(fd, (err2) => resume(err2 ? Effect.fail(sys(session, "fsync")(err2)) : Effect.void))
-      })
+    try {
+      for (let off = 0; off < buf.length; ) off += fs.writeSync(fd, buf, off, buf.length - off)
+    } catch (e) {
+      return resume(Effect.fail(sys(session, "write")(e)))
     }
-    step(0)
+    fs.fdatasync(fd, (err) => resume(err ? Effect.fail(sys(session, "fsync")(err)) : Effect.void))
   })
+
+/** Bytes `read` fetches per file read: whole lines up to this size (a longer line is read alone). */
+const READ_CHUNK = 1 << 20
 
 const parseLines = (text: string): Array<Event.Envelope> => {
   const out: Array<Event.Envelope> = []
@@ -290,52 +338,66 @@ export const open = (
     let size = scan.size
     const blobs = makeBlobs(path.join(dir, "blobs"), session)
 
+    const lineEnd = (seq: number) => (seq + 1 < offsets.length ? offsets[seq + 1]! : size)
+    /** The last seq in [seq, last] whose line ends within READ_CHUNK bytes of seq's start (at least seq). */
+    const chunkEnd = (seq: number, last: number) => {
+      const limit = offsets[seq]! + READ_CHUNK
+      let lo = seq
+      let hi = last
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >>> 1
+        if (lineEnd(mid) <= limit) lo = mid
+        else hi = mid - 1
+      }
+      return lo
+    }
+    // Reads whole lines, about READ_CHUNK bytes at a time; a longer line is read on its own.
     const readRange = (fromSeq: number, toSeq: number): Stream.Stream<Event.Envelope, EventLog.EventLogError> =>
       Stream.suspend(() => {
-        if (fromSeq > toSeq || fromSeq >= offsets.length) return Stream.empty
-        const start = offsets[fromSeq]!
-        const end = toSeq + 1 < offsets.length ? offsets[toSeq + 1]! : size
-        const chunk = 1 << 20
-        return Stream.paginateChunkEffect(start, (pos) =>
+        const last = Math.min(toSeq, offsets.length - 1)
+        if (fromSeq > last) return Stream.empty
+        return Stream.paginateChunkEffect(fromSeq, (seq) =>
           Effect.tryPromise({
             try: async () => {
+              const endSeq = chunkEnd(seq, last)
+              const start = offsets[seq]!
+              const buf = Buffer.allocUnsafe(lineEnd(endSeq) - start)
               const fh = await fs.promises.open(file, "r")
               try {
-                const len = Math.min(chunk, end - pos)
-                const buf = Buffer.alloc(len)
-                await fh.read(buf, 0, len, pos)
-                const lastNl = pos + len >= end ? len : buf.lastIndexOf(10) + 1
-                const usable = lastNl > 0 ? lastNl : len
-                const events = parseLines(buf.subarray(0, usable).toString("utf8"))
-                const next = pos + usable
-                return [events, next < end ? next : undefined] as const
+                for (let got = 0; got < buf.length; ) {
+                  const { bytesRead } = await fh.read(buf, got, buf.length - got, start + got)
+                  if (bytesRead === 0) throw new Error(`${file} is shorter than its index (at byte ${start + got})`)
+                  got += bytesRead
+                }
               } finally {
                 await fh.close()
               }
+              return [
+                Chunk.unsafeFromArray(parseLines(buf.toString("utf8"))),
+                endSeq < last ? Option.some(endSeq + 1) : Option.none()
+              ] as const
             },
             catch: sys(session, "read")
-          }).pipe(
-            Effect.map(
-              ([events, next]) =>
-                [Chunk.unsafeFromArray(events), next === undefined ? Option.none() : Option.some(next)] as const
-            )
-          )
-        ).pipe(Stream.filter((e) => e.seq >= fromSeq && e.seq <= toSeq))
+          })
+        )
       })
 
     const backend: EventLog.Backend = {
       lastSeq: offsets.length - 1,
       commit: (batch) =>
         Effect.suspend(() => {
-          const lines = batch.map((c) => `${withChecksum(c.line)}\n`)
-          const buf = Buffer.from(lines.join(""), "utf8")
-          return Effect.map(writeAll(fd, buf, session), () => {
-            let pos = size
-            for (const l of lines) {
-              offsets.push(pos)
-              pos += Buffer.byteLength(l, "utf8")
+          let text = ""
+          const lengths: Array<number> = []
+          for (const c of batch) {
+            const line = `${withChecksum(c.line)}\n`
+            lengths.push(Buffer.byteLength(line, "utf8"))
+            text += line
+          }
+          return Effect.map(writeDurable(fd, Buffer.from(text, "utf8"), session), () => {
+            for (const n of lengths) {
+              offsets.push(size)
+              size += n
             }
-            size = pos
           })
         }),
       read: readRange,

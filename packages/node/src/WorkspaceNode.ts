@@ -25,6 +25,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Workspace } from "@musekit/core"
 import { Effect, Layer, Schema } from "effect"
+import { removeLeftovers } from "./internal/atomicWrite.js"
 
 /** The root given for a workspace is missing or not a directory. */
 export class InvalidRoot extends Schema.TaggedError<InvalidRoot>("@musekit/node/InvalidRoot")("InvalidRoot", {
@@ -180,7 +181,18 @@ export const make = (root: string): Effect.Effect<Workspace.Service, InvalidRoot
         })
       )
 
-    return { root: realRoot, resolve, relative, fingerprint, read, restore } satisfies Workspace.Service
+    const discardPartial = (paths: ReadonlyArray<string>) =>
+      Effect.forEach(
+        paths,
+        (p) =>
+          resolve(p).pipe(
+            Effect.flatMap((abs) => Effect.promise(() => removeLeftovers(abs))),
+            Effect.ignore
+          ),
+        { discard: true }
+      )
+
+    return { root: realRoot, resolve, relative, fingerprint, read, restore, discardPartial } satisfies Workspace.Service
   })
 
 /** `Workspace` rooted at `root` (its real path). */

@@ -12,6 +12,30 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 
+/** The name of the temporary file an atomic write of `target` uses. */
+export const tempNameRe = (base: string) =>
+  new RegExp(`^\\.${base.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.[0-9a-f]{8}\\.tmp$`)
+
+/** Remove temporary files a killed atomic write of `abs` left beside it. */
+export const removeLeftovers = async (abs: string): Promise<number> => {
+  const dir = path.dirname(abs)
+  const re = tempNameRe(path.basename(abs))
+  let removed = 0
+  let names: Array<string> = []
+  try {
+    names = await fs.readdir(dir)
+  } catch {
+    return 0
+  }
+  for (const name of names) {
+    if (re.test(name) || name.startsWith(`${path.basename(abs)}.muse-restore-`)) {
+      await fs.rm(path.join(dir, name), { force: true })
+      removed++
+    }
+  }
+  return removed
+}
+
 export const writeFileAtomic = async (abs: string, data: string | Buffer): Promise<void> => {
   let target = abs
   let mode: number | undefined

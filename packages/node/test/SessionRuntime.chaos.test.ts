@@ -1,0 +1,195 @@
+/**
+ * Restart safety under SIGKILL: a scripted session of hundreds of tool calls runs in a child
+ * process that is killed at dozens of random moments; after each kill a new process resumes it.
+ * The final workspace and event sequence (ignoring timestamps) must equal an uninterrupted run's,
+ * and no event a process acknowledged may ever be missing.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { Event } from "@musekit/core"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { EventLogFile } from "../src/index.js"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const repoRoot = path.resolve(here, "../../..")
+const fixture = path.join(here, "fixtures", "chaos-session.ts")
+const TOOL_CALLS = 240
+const MIN_KILLS = 30
+
+let bundle = ""
+let work = ""
+
+beforeAll(async () => {
+  work = fs.mkdtempSync(path.join(os.tmpdir(), "muse-chaos-"))
+  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
+  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
+  bundle = path.join(work, "chaos-session.mjs")
+  await esbuild.build({
+    entryPoints: [fixture],
+    outfile: bundle,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    tsconfig: path.join(repoRoot, "tsconfig.json"),
+    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
+    logLevel: "error"
+  })
+}, 60_000)
+
+afterAll(() => {
+  if (work) fs.rmSync(work, { recursive: true, force: true })
+})
+
+interface Run {
+  readonly child: ChildProcess
+  readonly acks: Array<{ seq: number; type: string }>
+  readonly ready: Promise<void>
+  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  readonly stderr: () => string
+}
+
+const launch = (state: string, session: string, root: string): Run => {
+  const child = spawn(process.execPath, [bundle, state, session, root, String(TOOL_CALLS)], {
+    cwd: repoRoot,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const acks: Array<{ seq: number; type: string }> = []
+  let err = ""
+  let buf = ""
+  let onReady = () => {}
+  const ready = new Promise<void>((r) => (onReady = r))
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    buf += chunk
+    let nl = buf.indexOf("\n")
+    while (nl !== -1) {
+      const [word, seq, type] = buf.slice(0, nl).split(" ")
+      buf = buf.slice(nl + 1)
+      nl = buf.indexOf("\n")
+      if (word === "ready") onReady()
+      else if (word === "ack") acks.push({ seq: Number(seq), type: type! })
+    }
+  })
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c))
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.on("close", (code, signal) => r({ code, signal }))
+  )
+  return { child, acks, ready, exit, stderr: () => err }
+}
+
+const newRoot = () => {
+  const root = fs.mkdtempSync(path.join(work, "root-"))
+  fs.mkdirSync(path.join(root, "files"))
+  fs.writeFileSync(path.join(root, "files", "README"), "churn\n")
+  return root
+}
+
+/** Every file under a directory, with its content. */
+const snapshot = (dir: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name)
+      if (e.isDirectory()) walk(p)
+      else out[path.relative(dir, p)] = fs.readFileSync(p, "utf8")
+    }
+  }
+  walk(dir)
+  return out
+}
+
+const read = (state: string, session: string) =>
+  Effect.runPromise(
+    EventLogFile.readSession(session, { dir: state }).pipe(Effect.catchTag("SessionNotFound", () => Effect.succeed([])))
+  )
+/** The events as lines, with timestamps zeroed and the workspace root named `<root>`. */
+const withoutTime = (events: ReadonlyArray<Event.Envelope>, root: string) =>
+  events.map((e) =>
+    Event.encodeLine({ ...e, at: 0 })
+      .split(root)
+      .join("<root>")
+  )
+
+describe("SessionRuntime under SIGKILL", () => {
+  it("resumes after >= 30 random kills to the same workspace and events as an uninterrupted run", async () => {
+    // the uninterrupted reference
+    const refRoot = newRoot()
+    const refState = fs.mkdtempSync(path.join(work, "state-"))
+    const ref = launch(refState, "s", refRoot)
+    const refExit = await ref.exit
+    expect(refExit.code, ref.stderr()).toBe(0)
+    const reference = await read(refState, "s")
+    const toolCalls = reference.filter((e) => e.type === "tool.completed").length
+    expect(toolCalls).toBeGreaterThanOrEqual(200)
+
+    const root = newRoot()
+    const state = fs.mkdtempSync(path.join(work, "state-"))
+    const phases = new Map<string, number>()
+    let kills = 0
+    let finished = false
+    let runs = 0
+    const MAX_KILLS = 45
+    while (!finished && runs < 200) {
+      runs++
+      const before = (await read(state, "s")).length
+      const run = launch(state, "s", root)
+      // kill once the process has made a random amount of new progress (1 to 40 new events), so
+      // every run moves the session on and kills spread over every phase of the loop
+      const target = before + 1 + Math.floor(Math.random() * 40)
+      let timer: NodeJS.Timeout | undefined
+      if (kills < MAX_KILLS) {
+        const watch = setInterval(() => {
+          if (run.acks.some((a) => a.seq >= target)) {
+            clearInterval(watch)
+            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
+          }
+        }, 1)
+        run.exit.then(() => clearInterval(watch))
+      }
+      const exit = await run.exit
+      if (timer) clearTimeout(timer)
+      const events = await read(state, "s")
+      // nothing a process acknowledged is lost
+      for (const ack of run.acks) {
+        expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} missing after kill ${kills}`).toBe(ack.type)
+      }
+      if (exit.signal === "SIGKILL") {
+        kills++
+        const last = events[events.length - 1]
+        if (last) phases.set(last.type, (phases.get(last.type) ?? 0) + 1)
+      } else {
+        expect(exit.code, run.stderr()).toBe(0)
+        finished = true
+      }
+    }
+    expect(finished).toBe(true)
+    expect(kills).toBeGreaterThanOrEqual(MIN_KILLS)
+    // kills landed in model calls, tool runs and approvals
+    expect([...phases.keys()]).toEqual(expect.arrayContaining(["model.requested", "tool.started"]))
+    expect(phases.size).toBeGreaterThanOrEqual(4)
+    process.stdout.write(
+      `chaos: ${kills} kills over ${runs} runs; last event at a kill: ${JSON.stringify(Object.fromEntries(phases))}\n`
+    )
+
+    const final = await read(state, "s")
+    const got = withoutTime(final, root)
+    const want = withoutTime(reference, refRoot)
+    const firstDiff = got.findIndex((l, i) => l !== want[i])
+    expect(firstDiff === -1 ? "" : `seq ${firstDiff}:\n got  ${got[firstDiff]}\n want ${want[firstDiff]}`).toBe("")
+    expect(got).toEqual(want)
+    expect(snapshot(root)).toEqual(snapshot(refRoot))
+
+    // resuming a finished session changes nothing, however often
+    for (let i = 0; i < 2; i++) {
+      const again = launch(state, "s", root)
+      expect((await again.exit).code, again.stderr()).toBe(0)
+      expect(withoutTime(await read(state, "s"), root)).toEqual(withoutTime(reference, refRoot))
+    }
+    expect(snapshot(root)).toEqual(snapshot(refRoot))
+  }, 600_000)
+})
