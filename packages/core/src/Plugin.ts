@@ -34,6 +34,8 @@
 import type { Prompt } from "@effect/ai"
 import { Context, Effect, Layer } from "effect"
 import type * as Event from "./Event.js"
+import type * as Model from "./Model.js"
+import type * as Recorder from "./Recorder.js"
 import type * as Skill from "./Skill.js"
 import * as Tools from "./Tools.js"
 import type * as Workspace from "./Workspace.js"
@@ -77,7 +79,7 @@ export interface ContextInput {
     readonly agent: string
     readonly system: string
     readonly messages: ReadonlyArray<Prompt.MessageEncoded>
-  }) => Effect.Effect<{ readonly text: string }, { readonly message: string }>
+  }) => Effect.Effect<{ readonly text: string }, Model.ModelError | Recorder.RecorderError>
 }
 
 export interface ToolCallInfo {
@@ -108,12 +110,17 @@ export interface SpawnResult {
   readonly info?: unknown
 }
 
-export type HookFn<I, O> = (input: I) => Effect.Effect<O, never, any>
-export type Hook<I, O> = HookFn<I, O> | { readonly handler: HookFn<I, O>; readonly order?: "pre" | "post" | undefined }
+export type HookFn<I, O, E = never> = (input: I) => Effect.Effect<O, E, any>
+export type Hook<I, O, E = never> =
+  | HookFn<I, O, E>
+  | { readonly handler: HookFn<I, O, E>; readonly order?: "pre" | "post" | undefined }
 
 export interface Hooks {
   readonly transformPrompt?: Hook<PromptInput, PromptInput> | undefined
-  readonly transformContext?: Hook<ContextInput, ReadonlyArray<Prompt.MessageEncoded>> | undefined
+  /** May fail only with the recorder's errors (divergence, end of a replayed log): those end the turn. */
+  readonly transformContext?:
+    | Hook<ContextInput, ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
+    | undefined
   readonly beforeToolCall?: Hook<ToolCallInfo, BeforeToolCall | undefined> | undefined
   readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
   readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined> | undefined
@@ -160,7 +167,9 @@ export interface Service {
   readonly skills: ReadonlyArray<Skill.Skill>
   readonly roles: ReadonlyArray<Role>
   readonly transformPrompt: (input: PromptInput) => Effect.Effect<PromptInput>
-  readonly transformContext: (input: ContextInput) => Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>>
+  readonly transformContext: (
+    input: ContextInput
+  ) => Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
   readonly beforeToolCall: (input: ToolCallInfo) => Effect.Effect<BeforeToolCall | undefined>
   readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
   readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined>
@@ -169,10 +178,13 @@ export interface Service {
 
 export class Plugins extends Context.Tag("@musekit/core/Plugins")<Plugins, Service>() {}
 
-const orderedHandlers = <I, O>(plugins: ReadonlyArray<Plugin>, pick: (h: Hooks) => Hook<I, O> | undefined) => {
-  const pre: Array<HookFn<I, O>> = []
-  const normal: Array<HookFn<I, O>> = []
-  const post: Array<HookFn<I, O>> = []
+const orderedHandlers = <I, O, E = never>(
+  plugins: ReadonlyArray<Plugin>,
+  pick: (h: Hooks) => Hook<I, O, E> | undefined
+) => {
+  const pre: Array<HookFn<I, O, E>> = []
+  const normal: Array<HookFn<I, O, E>> = []
+  const post: Array<HookFn<I, O, E>> = []
   for (const p of plugins) {
     const h = p.hooks ? pick(p.hooks) : undefined
     if (!h) continue
@@ -186,7 +198,7 @@ const orderedHandlers = <I, O>(plugins: ReadonlyArray<Plugin>, pick: (h: Hooks) 
 export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Service, never, any> =>
   Effect.gen(function* () {
     const ctx = yield* Effect.context<any>()
-    const run = <O>(eff: Effect.Effect<O, never, any>) => Effect.provide(eff, ctx) as Effect.Effect<O>
+    const run = <O, E = never>(eff: Effect.Effect<O, E, any>) => Effect.provide(eff, ctx) as Effect.Effect<O, E>
     const sequential =
       <I>(fns: ReadonlyArray<HookFn<I, I>>) =>
       (input: I) =>
