@@ -171,8 +171,8 @@ export const make = (
     const provide = <A, E>(eff: Effect.Effect<A, E, Recorder.Recorder>) =>
       Effect.provideService(eff, Recorder.Recorder, rec)
 
-    const record = (type: string, data: unknown, parent: string | null = null) =>
-      rec.append({ agent: agentName, type, data, parent })
+    const record = (type: string, data: unknown, parent: string | null = null, durable = true) =>
+      rec.append({ agent: agentName, type, data, parent }, undefined, { durable })
 
     /** Decide whether a tool call may run; records the decision (and the question, if one was asked). */
     const approve = (def: Tools.Definition, params: unknown, callId: string, ctx: Tools.CallContext) =>
@@ -185,7 +185,8 @@ export const make = (
         }
         const auto = yield* approvals.check(request)
         if (auto) {
-          yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto })
+          // durable together with the tool.started that follows
+          yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto }, null, false)
           return auto
         }
         const preview = def.preview ? yield* def.preview(params, ctx) : undefined
@@ -378,7 +379,8 @@ export const make = (
               yield* record(
                 "file.changed",
                 { callId: call.id, path: c.path, before: c.before ?? null, after: c.after ?? null },
-                outcome.id
+                outcome.id,
+                false
               )
             }
           }

@@ -115,6 +115,13 @@ export interface Service {
   readonly appendAll: (
     drafts: ReadonlyArray<Event.Draft>
   ) => Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError>
+  /**
+   * Append without waiting for the event to be durable. It is committed in order, with the next
+   * appends; if the process dies first it may be lost, so use it only for events a crash may drop
+   * (an outcome whose intent is durable), and never acknowledge it to anyone before a later
+   * `append` has returned.
+   */
+  readonly enqueue: (draft: Event.Draft) => Effect.Effect<Event.Envelope, EventLogError>
   /** Stored events with `seq >= fromSeq`, up to the last durable event at the time of the call. */
   readonly read: (fromSeq?: number) => Stream.Stream<Event.Envelope, EventLogError>
   /** Stored events from `fromSeq`, then every new event as it becomes durable. Never ends by itself. */
@@ -283,7 +290,13 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
     )
     yield* Effect.forkScoped(committer)
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
+      Effect.gen(function* () {
+        // let the committer write what is queued (events enqueued without waiting included)
+        const deadline = Date.now() + 10_000
+        while (queue.length > 0 && !failure && Date.now() < deadline) {
+          // a real timer, not the Effect clock: a test clock must not stop the log from closing
+          yield* Effect.promise(() => new Promise<void>((r) => setTimeout(r, 1)))
+        }
         closed = true
         const left = queue
         queue = []
@@ -319,6 +332,20 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       )
     }
 
+    const enqueue = (draft: Event.Draft): Effect.Effect<Event.Envelope, EventLogError> =>
+      Clock.currentTimeMillis.pipe(
+        Effect.flatMap((at) =>
+          Effect.suspend(() => {
+            if (failure) return Effect.fail(failure)
+            if (closed) return Effect.fail(new LogClosed({ session: sessionId }))
+            const items = seal([draft], at)
+            queue.push({ items, settle: () => {} })
+            wakeCommitter?.()
+            return Effect.succeed(items[0]!.event)
+          })
+        )
+      )
+
     const read = (fromSeq = 0): Stream.Stream<Event.Envelope, EventLogError> =>
       Stream.suspend(() => (fromSeq > durableSeq ? Stream.empty : backend.read(Math.max(0, fromSeq), durableSeq)))
 
@@ -340,6 +367,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       sessionId,
       append: (draft) => Effect.map(appendAll([draft]), (es) => es[0]!),
       appendAll,
+      enqueue,
       read,
       stream,
       lastSeq: Effect.sync(() => durableSeq),

@@ -74,7 +74,8 @@ export interface Service {
   /** Append (live) or match against the log (replay). `observe` runs only live; its value lands in `data.observed`. */
   readonly append: (
     draft: Event.Draft,
-    observe?: Effect.Effect<unknown> | undefined
+    observe?: Effect.Effect<unknown> | undefined,
+    options?: AppendOptions | undefined
   ) => Effect.Effect<Event.Envelope, RecorderError>
   /** Replaying: the recorded outcome of `intent` (the agent's next event whose parent is the intent). */
   readonly outcomeOf: (
@@ -94,6 +95,15 @@ export interface Service {
   readonly events: ReadonlyArray<(e: Event.Envelope) => Effect.Effect<void>>
 }
 
+export interface AppendOptions {
+  /**
+   * `false`: do not wait for the event to be durable; it becomes durable with the next durable
+   * append, and observers see it only then. For outcomes and decisions a crash may lose (the
+   * intent before them is durable, so resume settles it). Default `true`.
+   */
+  readonly durable?: boolean | undefined
+}
+
 export class Recorder extends Context.Tag("@musekit/core/Recorder")<Recorder, Service>() {}
 
 const withObserved = (draft: Event.Draft, observed: unknown): Event.Draft => ({
@@ -111,22 +121,34 @@ const stripObserved = (data: unknown): unknown => {
 export const makeLive = (
   log: EventLog.Service,
   options: { readonly onEvent?: (e: Event.Envelope) => Effect.Effect<void> } = {}
-): Service => ({
-  append: (draft, observe) =>
-    Effect.gen(function* () {
-      const d = observe ? withObserved(draft, yield* observe) : draft
-      const e = yield* log.append(d)
-      if (options.onEvent) yield* options.onEvent(e)
-      return e
-    }),
-  outcomeOf: () => Effect.succeed(Option.none()),
-  replaying: () => Effect.succeed(false),
-  peek: () => Effect.succeed(Option.none()),
-  mode: "live",
-  putBlob: log.putBlob,
-  getBlob: log.getBlob,
-  events: []
-})
+): Service => {
+  // events appended without waiting, shown to observers once a later append made them durable
+  const unseen: Array<Event.Envelope> = []
+  return {
+    append: (draft, observe, appendOptions) =>
+      Effect.gen(function* () {
+        const d = observe ? withObserved(draft, yield* observe) : draft
+        if (appendOptions?.durable === false) {
+          const e = yield* log.enqueue(d)
+          if (options.onEvent) unseen.push(e)
+          return e
+        }
+        const e = yield* log.append(d)
+        if (options.onEvent) {
+          while (unseen.length > 0) yield* options.onEvent(unseen.shift()!)
+          yield* options.onEvent(e)
+        }
+        return e
+      }),
+    outcomeOf: () => Effect.succeed(Option.none()),
+    replaying: () => Effect.succeed(false),
+    peek: () => Effect.succeed(Option.none()),
+    mode: "live",
+    putBlob: log.putBlob,
+    getBlob: log.getBlob,
+    events: []
+  }
+}
 
 export const layerLive: Layer.Layer<Recorder, never, EventLog.EventLog> = Layer.effect(
   Recorder,
@@ -182,7 +204,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     ? makeLive(options.log, { ...(options.onEvent ? { onEvent: options.onEvent } : {}) })
     : undefined
   const service: Service & ReplayState = {
-    append: (draft, observe) =>
+    append: (draft, observe, appendOptions) =>
       Effect.suspend(() => {
         const q = queues.get(draft.agent)
         if (q && q.cursor < q.events.length) {
@@ -199,7 +221,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
           matched++
           return options.onEvent ? Effect.as(options.onEvent(expected), expected) : Effect.succeed(expected)
         }
-        if (options.mode === "resume" && live) return live.append(draft, observe)
+        if (options.mode === "resume" && live) return live.append(draft, observe, appendOptions)
         return Effect.fail(new ReplayEnded({ seq: lastSeq, agent: draft.agent }))
       }),
     outcomeOf: (intent, types) =>
@@ -305,7 +327,10 @@ export const step = <A, E, R>(
     if (inFlight && options.settle) value = yield* options.settle(intent)
     if (value === undefined) value = yield* options.run(intent)
     const o = options.outcome(value)
-    const out = yield* rec.append({ agent: options.agent, parent: intent.id, type: o.type, data: o.data })
+    // the intent is durable; a crash that loses the outcome leaves the step in flight, which resume settles
+    const out = yield* rec.append({ agent: options.agent, parent: intent.id, type: o.type, data: o.data }, undefined, {
+      durable: false
+    })
     return { value, outcome: out }
   })
 
