@@ -44,18 +44,18 @@ export const make = (options: { readonly secrets?: Readonly<Record<string, strin
     .filter((e): e is [string, string] => typeof e[1] === "string" && e[1].length >= 8)
     .map(([name, value]) => [name, escapeForJson(value)] as const)
     .sort((a, b) => b[1].length - a[1].length)
+  // one pass for every credential shape
+  const any = new RegExp(patterns.map((p) => p.source).join("|"), "g")
   return {
     redact: (json) => {
       let out = json
       for (const [name, value] of secrets) {
         if (out.includes(value)) out = out.split(value).join(`[REDACTED:${name}]`)
       }
-      for (const re of patterns) {
-        re.lastIndex = 0
-        if (re.test(out)) {
-          re.lastIndex = 0
-          out = out.replace(re, "[REDACTED]")
-        }
+      any.lastIndex = 0
+      if (any.test(out)) {
+        any.lastIndex = 0
+        out = out.replace(any, "[REDACTED]")
       }
       return out
     }

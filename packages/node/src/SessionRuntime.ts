@@ -202,7 +202,7 @@ export const program = (cfg: Config, io: Io, services: Services) =>
       }
       if (text === "/exit" || text === "/quit") break
       if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
-        const result = yield* skills.invoke(text).pipe(
+        const result = yield* (skills.invoke(text) as Effect.Effect<unknown, Skill.SkillError>).pipe(
           Effect.provideService(Skill.SkillContext, { agent: main, crew, output, sendOptions }),
           Effect.catchTag("SkillError", (e) => Effect.as(output(e.message), undefined))
         )
@@ -294,6 +294,8 @@ export const replay = (options: {
   readonly verify?: boolean | undefined
   readonly onEvent?: ((event: Event.Envelope) => Effect.Effect<void>) | undefined
   readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
+  /** The tools the session was recorded with, when they were not the built-in coding tools. */
+  readonly tools?: ReadonlyArray<Tools.Definition> | undefined
   readonly events?: ReadonlyArray<Event.Envelope> | undefined
 }) =>
   Effect.gen(function* () {
@@ -304,7 +306,11 @@ export const replay = (options: {
       input: Effect.succeed(Option.none()),
       prompter: { ask: () => Effect.dieMessage("a person was asked during replay") }
     }
-    const services: Services = { languageModel: Model.layerLanguageModelForbidden, plugins: options.plugins }
+    const services: Services = {
+      languageModel: Model.layerLanguageModelForbidden,
+      plugins: options.plugins,
+      tools: options.tools
+    }
     return yield* Session.replay(program(cfg, io, services).pipe(Effect.provide(replayLayer(cfg, io, services))), {
       events,
       verify: options.verify,
@@ -321,6 +327,6 @@ const replayLayer = (cfg: Config, io: Io, services: Services) =>
     Layer.succeed(Approvals.Prompter, io.prompter),
     Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules }),
     Workspace.layerLexical(cfg.root),
-    Layer.succeed(Tools.Tools, Tools.fromList(CodingTools.make())),
+    Layer.succeed(Tools.Tools, Tools.fromList(services.tools ?? CodingTools.make(services.toolOptions))),
     Plugin.layer(services.plugins ?? [])
   )

@@ -11,15 +11,9 @@
  * ```
  */
 import * as fs from "node:fs/promises"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import ignore, { type Ignore } from "ignore"
-
-type Matcher = (input: string) => boolean
-const picomatch = createRequire(import.meta.url)("picomatch") as (
-  glob: string,
-  options?: { readonly dot?: boolean }
-) => Matcher
+import picomatch from "picomatch"
 
 export interface Entry {
   /** Path relative to the walk root (the workspace root), `/`-separated. */

@@ -1,0 +1,224 @@
+/**
+ * How fast a long session comes back: time from process start until a resumed session is ready to
+ * continue (replayed to the end of its log, waiting for the next input), for sessions of 10k and
+ * 100k events; and replay-verify throughput. Beside the floor measured in the same run: a process
+ * that only reads and parses the same log file.
+ *
+ * ```sh
+ * pnpm bench resume
+ * ```
+ * Generated sessions are kept in `bench/out/resume/` and reused by later runs.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { LanguageModel, type Response } from "@effect/ai"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
+import { Tools } from "../packages/core/src/index.js"
+import { EventLogFile, SessionRuntime } from "../packages/node/src/index.js"
+import { fmtInt, fmtMs, median, outDir, printTable, writeFigures } from "./report.js"
+
+export const description = "resume time for 10k / 100k-event sessions, and replay-verify throughput"
+
+const SIZES = (process.env.MUSE_BENCH_SIZES ?? "10000,100000").split(",").map(Number)
+const here = path.dirname(fileURLToPath(import.meta.url))
+const store = path.join(outDir, "resume")
+
+const noteTool = Tools.make({
+  name: "read_note",
+  description: "Read a note",
+  parameters: { name: Schema.String },
+  effect: "read",
+  handler: ({ name }) => Effect.succeed({ name, text: `contents of ${name}: ${"lorem ipsum ".repeat(8)}` })
+})
+
+/** Each task: two model turns of two tool calls, then a short answer (21 events). */
+const model = () => {
+  let n = 0
+  const reply = (): Array<Response.PartEncoded> => {
+    const step = n++ % 3
+    const usage = { inputTokens: 120, outputTokens: 12, totalTokens: 132 }
+    if (step === 2)
+      return [
+        { type: "text", text: `done ${n}` },
+        { type: "finish", reason: "stop", usage }
+      ]
+    return [
+      { type: "tool-call", id: `c${n}a`, name: "read_note", params: { name: `a${n % 40}` }, providerExecuted: false },
+      { type: "tool-call", id: `c${n}b`, name: "read_note", params: { name: `b${n % 40}` }, providerExecuted: false },
+      { type: "finish", reason: "tool-calls", usage }
+    ]
+  }
+  return Layer.effect(
+    LanguageModel.LanguageModel,
+    LanguageModel.make({
+      generateText: () => Effect.sync(reply),
+      streamText: () =>
+        Stream.suspend(() =>
+          Stream.fromIterable(
+            reply().flatMap(
+              (p): Array<Response.StreamPartEncoded> =>
+                p.type === "text"
+                  ? [
+                      { type: "text-start", id: "t" },
+                      { type: "text-delta", id: "t", delta: p.text },
+                      { type: "text-end", id: "t" }
+                    ]
+                  : [p as Response.StreamPartEncoded]
+            )
+          )
+        )
+    })
+  )
+}
+
+const services = (): SessionRuntime.Services => ({ languageModel: model(), tools: [noteTool] })
+const never: SessionRuntime.Io["prompter"] = { ask: () => Effect.dieMessage("no questions in this bench") }
+
+/** Record a session of at least `events` events (each input is a short task for the main agent). */
+const generate = async (events: number, dir: string, session: string) => {
+  let written = 0
+  let tasks = 0
+  const io: SessionRuntime.Io = {
+    input: Effect.sync(() => (written >= events ? Option.none() : Option.some(`task ${++tasks}`))),
+    prompter: never,
+    onEvent: () => Effect.sync(() => void written++)
+  }
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-bench-root-"))
+  const config = SessionRuntime.config({
+    root,
+    model: "scripted/bench",
+    approvalMode: "auto",
+    crew: false,
+    instructions: "bench"
+  })
+  await Effect.runPromise(SessionRuntime.start({ config, session, dir, io, services: services() }))
+  return written
+}
+
+/** In a fresh process: resume the session and report when it is ready for the next input. */
+const resumeChild = async (dir: string, session: string) => {
+  const io: SessionRuntime.Io = {
+    input: Effect.sync(() => {
+      process.stdout.write(`${JSON.stringify({ readyMs: performance.now() })}\n`)
+      process.exit(0)
+    }),
+    prompter: never
+  }
+  await Effect.runPromise(
+    SessionRuntime.resume({ session, dir, io, services: services() }) as Effect.Effect<unknown, unknown>
+  )
+}
+
+/** In a fresh process: read and parse the log, nothing else (the floor). */
+const readChild = (dir: string, session: string) => {
+  const text = fs.readFileSync(path.join(dir, "sessions", `${session}.jsonl`), "utf8")
+  let n = 0
+  for (const line of text.split("\n")) if (line) n += JSON.parse(line).seq >= 0 ? 1 : 0
+  process.stdout.write(`${JSON.stringify({ readyMs: performance.now(), n })}\n`)
+}
+
+const bundle = async (): Promise<string> => {
+  const self = fileURLToPath(import.meta.url)
+  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
+  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
+  const outfile = path.join(outDir, "bundles", "resume.mjs")
+  await esbuild.build({
+    entryPoints: [self],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    tsconfig: path.join(here, "..", "tsconfig.json"),
+    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
+    logLevel: "error"
+  })
+  return outfile
+}
+
+const child = (file: string, args: Array<string>) => {
+  const out = spawnSync(process.execPath, [file, ...args], { encoding: "utf8", maxBuffer: 1 << 24 })
+  if (out.status !== 0) throw new Error(`${args[0]} failed:\n${out.stderr}`)
+  return JSON.parse(out.stdout.trim().split("\n").pop()!) as { readyMs: number }
+}
+
+const startup = (args: Array<string>) => {
+  const out = spawnSync(process.execPath, args, { encoding: "utf8" })
+  if (out.status !== 0) throw new Error(out.stderr)
+}
+
+export const run = async () => {
+  const file = await bundle()
+  const rows: Array<Array<string>> = []
+  const figures: Record<string, unknown> = {}
+  // the cost of starting node at all, for scale
+  const nodeStart: Array<number> = []
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now()
+    startup(["-e", "0"])
+    nodeStart.push(performance.now() - t0)
+  }
+  for (const size of SIZES) {
+    const dir = path.join(store, String(size))
+    const session = "bench"
+    let count: number
+    if (!fs.existsSync(path.join(dir, "sessions", `${session}.jsonl`))) {
+      fs.mkdirSync(dir, { recursive: true })
+      const t0 = performance.now()
+      count = await generate(size, dir, session)
+      process.stdout.write(`generated ${fmtInt(count)} events in ${fmtMs(performance.now() - t0)}\n`)
+    }
+    const events = await Effect.runPromise(EventLogFile.readSession(session, { dir }))
+    count = events.length
+    const bytes = fs.statSync(path.join(dir, "sessions", `${session}.jsonl`)).size
+    const resume: Array<number> = []
+    const read: Array<number> = []
+    for (let i = 0; i < 3; i++) {
+      read.push(child(file, ["--read", dir, session]).readyMs)
+      resume.push(child(file, ["--resume", dir, session]).readyMs)
+    }
+    const t0 = performance.now()
+    const report = await Effect.runPromise(
+      SessionRuntime.replay({ session, dir, verify: true, events, tools: [noteTool] })
+    )
+    const verifyMs = performance.now() - t0
+    const perSecond = (report.matched / verifyMs) * 1000
+    rows.push([
+      fmtInt(count),
+      `${(bytes / 2 ** 20).toFixed(1)} MiB`,
+      fmtMs(median(read)),
+      fmtMs(median(resume)),
+      `${(median(resume) / median(read)).toFixed(1)}x`,
+      fmtInt(perSecond)
+    ])
+    figures[String(size)] = {
+      events: count,
+      bytes,
+      readMs: median(read),
+      resumeMs: median(resume),
+      verifyMs,
+      verifyEventsPerSecond: perSecond
+    }
+  }
+  printTable(
+    `Resume (process start → ready to continue; median of 3) beside reading the log alone; node -e 0 = ${fmtMs(median(nodeStart))}`,
+    ["events", "log", "read+parse only", "resume", "ratio", "verify events/s"],
+    rows
+  )
+  process.stdout.write("\naims: 100k events resume in <= 1 s; verify >= 50k events/s\n")
+  writeFigures("resume", { nodeStartMs: median(nodeStart), ...figures })
+}
+
+if (process.argv.includes("--resume")) {
+  const i = process.argv.indexOf("--resume")
+  await resumeChild(process.argv[i + 1]!, process.argv[i + 2]!)
+} else if (process.argv.includes("--read")) {
+  const i = process.argv.indexOf("--read")
+  readChild(process.argv[i + 1]!, process.argv[i + 2]!)
+} else if (import.meta.url === `file://${process.argv[1]}` && !process.argv[1]!.endsWith(".mjs")) {
+  await run()
+}
