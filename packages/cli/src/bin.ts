@@ -1,1 +1,32 @@
-export {}
+#!/usr/bin/env node
+/**
+ * The `muse` executable. `--version` answers before anything else is loaded; every other command
+ * loads the CLI on demand.
+ */
+declare const __MUSE_VERSION__: string | undefined
+
+const args = process.argv.slice(2)
+if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
+  const v = typeof __MUSE_VERSION__ === "string" ? __MUSE_VERSION__ : (await import("./internal/version.js")).version()
+  process.stdout.write(`${v}\n`)
+} else {
+  // a reader that went away (`muse log | head`) is not an error
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code === "EPIPE") process.exit(process.exitCode ?? 0)
+      throw e
+    })
+  }
+  const { main } = await import("./internal/main.js")
+  const code = await main({
+    argv: args,
+    env: process.env,
+    cwd: process.cwd(),
+    stdin: process.stdin,
+    stdout: process.stdout,
+    stderr: process.stderr
+  })
+  process.exitCode = code
+  // pending timers or listeners (a stopped tool, stdin) must not keep the process alive
+  setImmediate(() => process.exit(code))
+}

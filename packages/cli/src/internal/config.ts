@@ -1,0 +1,187 @@
+/**
+ * Configuration files: a user file (`$XDG_CONFIG_HOME/muse/config.json`, else
+ * `~/.config/muse/config.json`) and a project file (`<project>/.muse/config.json`), validated with
+ * `effect/Schema`. Flags beat the environment, which beats the project file, which beats the user
+ * file. Rules add up (user, project, `.muse/permissions.json`, then flags).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Approvals } from "@musekit/core"
+import { Effect, ParseResult, Schema } from "effect"
+import { CliError, ExitCode } from "./exit.js"
+
+const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+/** The schema of both config files. Every field is optional. */
+export const ConfigFile = Schema.Struct({
+  $schema: Schema.optional(Schema.String),
+  /** `provider/model`, e.g. `anthropic/claude-sonnet-4-5` or `ollama/qwen2.5-coder`. */
+  model: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  approvalMode: Schema.optional(Approvals.Mode),
+  rules: Schema.optional(Schema.Array(Approvals.Rule)),
+  /** Start the crew of background agents (default true). */
+  crew: Schema.optional(Schema.Boolean),
+  /** Limits per task: model calls, tokens, wall time in milliseconds. */
+  budget: Schema.optional(
+    Schema.Struct({
+      turns: Schema.optional(PositiveInt),
+      tokens: Schema.optional(PositiveInt),
+      wallMs: Schema.optional(PositiveInt)
+    })
+  ),
+  /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
+  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1)))
+})
+export type ConfigFile = typeof ConfigFile.Type
+
+export const userConfigFile = (env: NodeJS.ProcessEnv = process.env): string =>
+  path.join(
+    env.XDG_CONFIG_HOME && env.XDG_CONFIG_HOME !== "" ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config"),
+    "muse",
+    "config.json"
+  )
+
+export const projectConfigFile = (root: string): string => path.join(root, ".muse", "config.json")
+
+const decode = Schema.decodeUnknownEither(ConfigFile, { onExcessProperty: "error", errors: "all" })
+
+const describePath = (p: ReadonlyArray<PropertyKey>): string =>
+  p.length === 0
+    ? "the top level"
+    : `field "${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`)).join("")}"`
+
+/** One line per field: union alternatives are merged, the "or absent" of optional fields dropped. */
+const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<string> => {
+  const byPath = new Map<string, { path: ReadonlyArray<PropertyKey>; messages: Array<string>; unknown: boolean }>()
+  for (const i of issues) {
+    const k = JSON.stringify(i.path.map(String))
+    let entry = byPath.get(k)
+    if (!entry) byPath.set(k, (entry = { path: i.path, messages: [], unknown: false }))
+    if (i._tag === "Unexpected") entry.unknown = true
+    else if (!/^Expected undefined,/.test(i.message)) entry.messages.push(i.message)
+  }
+  const out: Array<string> = []
+  for (const { path: p, messages, unknown } of byPath.values()) {
+    if (unknown) {
+      out.push(`  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, budget, stateDir)`)
+      continue
+    }
+    if (messages.length === 0) continue
+    const parsed = messages.map((m) => /^Expected (.+), actual (.+)$/s.exec(m))
+    const same = parsed.every((m) => m && m[2] === parsed[0]![2])
+    out.push(
+      `  ${describePath(p)}: ${
+        same && parsed.length > 1
+          ? `Expected ${parsed.map((m) => m![1]).join(" | ")}, actual ${parsed[0]![2]}`
+          : [...new Set(messages)].join("; ")
+      }`
+    )
+  }
+  return out
+}
+
+/** Read and validate one config file; a missing file is `undefined`. */
+export const readConfigFile = (file: string): Effect.Effect<ConfigFile | undefined, CliError> =>
+  Effect.suspend(() => {
+    let text: string
+    try {
+      text = fs.readFileSync(file, "utf8")
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return Effect.succeed(undefined)
+      return Effect.fail(
+        new CliError({ code: ExitCode.Usage, message: `${file}: cannot be read (${(e as Error).message})` })
+      )
+    }
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch (e) {
+      return Effect.fail(
+        new CliError({
+          code: ExitCode.Usage,
+          message: `${file} is not valid JSON: ${(e as Error).message}`,
+          detail: "Fix the file or remove it; the schema is in the README of @musekit/cli."
+        })
+      )
+    }
+    const r = decode(json)
+    if (r._tag === "Right") return Effect.succeed(r.right)
+    const lines = describeIssues(ParseResult.ArrayFormatter.formatErrorSync(r.left))
+    return Effect.fail(
+      new CliError({
+        code: ExitCode.Usage,
+        message: `${file} is not a valid muse config:\n${lines.join("\n")}`
+      })
+    )
+  })
+
+export interface Loaded {
+  readonly root: string
+  readonly user: ConfigFile | undefined
+  readonly project: ConfigFile | undefined
+  readonly userFile: string
+  readonly projectFile: string
+}
+
+export const load = (root: string, env: NodeJS.ProcessEnv = process.env): Effect.Effect<Loaded, CliError> =>
+  Effect.gen(function* () {
+    const userFile = userConfigFile(env)
+    const projectFile = projectConfigFile(root)
+    const user = yield* readConfigFile(userFile)
+    const project = yield* readConfigFile(projectFile)
+    return { root, user, project, userFile, projectFile }
+  })
+
+const expandHome = (p: string) => (p === "~" || p.startsWith("~/") ? path.join(os.homedir(), p.slice(1)) : p)
+
+/** The state directory: `$MUSE_HOME`, else the project's `stateDir`, else the user's, else the default. */
+export const stateDir = (loaded: Loaded, env: NodeJS.ProcessEnv = process.env): string => {
+  if (env.MUSE_HOME !== undefined && env.MUSE_HOME !== "") return path.resolve(expandHome(env.MUSE_HOME))
+  if (loaded.project?.stateDir) return path.resolve(loaded.root, expandHome(loaded.project.stateDir))
+  if (loaded.user?.stateDir) return path.resolve(path.dirname(loaded.userFile), expandHome(loaded.user.stateDir))
+  return path.join(
+    env.XDG_STATE_HOME && env.XDG_STATE_HOME !== "" ? env.XDG_STATE_HOME : path.join(os.homedir(), ".local", "state"),
+    "muse"
+  )
+}
+
+/** Where the model spec came from, for messages. */
+export interface ModelChoice {
+  readonly spec: string
+  readonly source: string
+}
+
+/** The model: the flag, else `MUSE_MODEL`, else the project file, else the user file. */
+export const chooseModel = (
+  flag: string | undefined,
+  loaded: Loaded,
+  env: NodeJS.ProcessEnv = process.env
+): ModelChoice | undefined => {
+  if (flag) return { spec: flag, source: "--model" }
+  if (env.MUSE_MODEL && env.MUSE_MODEL.trim() !== "") return { spec: env.MUSE_MODEL.trim(), source: "MUSE_MODEL" }
+  if (loaded.project?.model) return { spec: loaded.project.model, source: loaded.projectFile }
+  if (loaded.user?.model) return { spec: loaded.user.model, source: loaded.userFile }
+  return undefined
+}
+
+/** Parse `--allow "<tool>[:<pattern>]"`. */
+export const parseRuleFlag = (text: string, action: "allow" | "deny"): Effect.Effect<Approvals.Rule, CliError> => {
+  const t = text.trim()
+  const colon = t.indexOf(":")
+  const tool = (colon === -1 ? t : t.slice(0, colon)).trim()
+  const pattern = colon === -1 ? undefined : t.slice(colon + 1).trim()
+  if (tool === "" || !/^[\w*?.-]+$/.test(tool)) {
+    return Effect.fail(
+      new CliError({
+        code: ExitCode.Usage,
+        message: `--${action} "${text}": expected <tool>[:<pattern>], e.g. --${action} "run_shell:npm test*"`
+      })
+    )
+  }
+  return Effect.succeed(
+    pattern === undefined || pattern === ""
+      ? { tool, action, scope: "session" as const }
+      : { tool, pattern, action, scope: "session" as const }
+  )
+}

@@ -1,0 +1,286 @@
+/**
+ * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
+ */
+import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { NodeContext } from "@effect/platform-node"
+import { Cause, Effect, Exit, Option } from "effect"
+import { styleFor } from "./ansi.js"
+import { CliError, ExitCode } from "./exit.js"
+import * as Headless from "./headless.js"
+import * as History from "./history.js"
+import * as Session from "./session.js"
+import { version } from "./version.js"
+
+export interface ProcessIo {
+  readonly argv: ReadonlyArray<string>
+  readonly env: NodeJS.ProcessEnv
+  readonly cwd: string
+  readonly stdin: NodeJS.ReadStream
+  readonly stdout: NodeJS.WriteStream
+  readonly stderr: NodeJS.WriteStream
+}
+
+const modes = ["read-only", "ask", "auto-edit", "auto"] as const
+
+const shared = {
+  model: Options.text("model").pipe(
+    Options.withAlias("m"),
+    Options.withDescription(
+      "provider/model, e.g. anthropic/claude-sonnet-4-5 or ollama/qwen2.5-coder (default: config or MUSE_MODEL)"
+    ),
+    Options.optional
+  ),
+  approvalMode: Options.choice("approval-mode", modes).pipe(
+    Options.withDescription("read-only | ask | auto-edit (default) | auto"),
+    Options.optional
+  ),
+  allow: Options.text("allow").pipe(
+    Options.withDescription(
+      'allow a tool call without asking: "<tool>[:<pattern>]", e.g. "run_shell:npm test*" (repeatable)'
+    ),
+    Options.repeated
+  ),
+  deny: Options.text("deny").pipe(
+    Options.withDescription('deny a tool call: "<tool>[:<pattern>]" (repeatable)'),
+    Options.repeated
+  ),
+  maxTurns: Options.integer("max-turns").pipe(
+    Options.withDescription("model calls per task before stopping (exit 3)"),
+    Options.optional
+  ),
+  noCrew: Options.boolean("no-crew").pipe(Options.withDescription("run without the crew of background agents")),
+  cwd: Options.directory("cwd").pipe(
+    Options.withDescription("the project directory (default: the current one)"),
+    Options.optional
+  )
+}
+
+const outputFormat = Options.choice("output-format", ["text", "json", "stream-json"] as const).pipe(
+  Options.withDescription("text (default), json (one object at the end) or stream-json (one JSON object per line)"),
+  Options.withDefault("text" as const)
+)
+
+type SharedValues = {
+  readonly model: Option.Option<string>
+  readonly approvalMode: Option.Option<(typeof modes)[number]>
+  readonly allow: ReadonlyArray<string>
+  readonly deny: ReadonlyArray<string>
+  readonly maxTurns: Option.Option<number>
+  readonly noCrew: boolean
+  readonly cwd: Option.Option<string>
+}
+
+const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => ({
+  model: Option.getOrUndefined(v.model),
+  approvalMode: Option.getOrUndefined(v.approvalMode),
+  allow: v.allow,
+  deny: v.deny,
+  maxTurns: Option.getOrUndefined(v.maxTurns),
+  noCrew: v.noCrew,
+  cwd: Option.getOrUndefined(v.cwd),
+  script
+})
+
+/** Remove the hidden test flag `--script <file>` (it is not in the help on purpose). */
+const takeScript = (argv: ReadonlyArray<string>): { argv: Array<string>; script: string | undefined } => {
+  const out: Array<string> = []
+  let script: string | undefined
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!
+    if (a === "--script" && i + 1 < argv.length) {
+      script = argv[++i]
+    } else if (a.startsWith("--script=")) {
+      script = a.slice("--script=".length)
+    } else out.push(a)
+  }
+  return { argv: out, script }
+}
+
+const readStdin = (stdin: NodeJS.ReadStream): Promise<string> =>
+  new Promise((resolve, reject) => {
+    let text = ""
+    stdin.setEncoding("utf8")
+    stdin.on("data", (c) => (text += c))
+    stdin.on("end", () => resolve(text))
+    stdin.on("error", reject)
+  })
+
+export const main = async (pio: ProcessIo): Promise<number> => {
+  const { argv, script } = takeScript(pio.argv)
+  let exitCode: number = ExitCode.Success
+  const outStyle = styleFor(pio.stdout, pio.env)
+  const errStyle = styleFor(pio.stderr, pio.env)
+  const columns = () => (pio.stdout.isTTY ? pio.stdout.columns || 80 : 100)
+  const out: History.Out = { write: (s) => void pio.stdout.write(s), style: outStyle, columns: columns() }
+  const err: History.Out = {
+    write: (s) => void pio.stderr.write(s),
+    style: errStyle,
+    columns: pio.stderr.columns || 100
+  }
+  const env: Session.Env = { env: pio.env, cwd: pio.cwd }
+  const sigint = () =>
+    new Promise<void>((resolve) => {
+      process.once("SIGINT", () => resolve())
+    })
+  const isTty = Boolean(pio.stdin.isTTY && pio.stdout.isTTY)
+
+  const interactive = (flags: Session.Flags, resumeId: string | undefined, resuming: boolean) =>
+    Effect.gen(function* () {
+      const tui = yield* Effect.promise(() => import("./tui/app.js"))
+      exitCode = yield* tui.runInteractive({
+        flags,
+        env,
+        stdin: pio.stdin,
+        stdout: pio.stdout,
+        resume: resuming ? { session: resumeId } : undefined
+      })
+    })
+
+  const root = Command.make("muse", shared, (v) =>
+    Effect.gen(function* () {
+      if (!isTty) {
+        return yield* new CliError({
+          code: ExitCode.Usage,
+          message: "muse without a command needs a terminal.",
+          detail: 'For scripts and CI use: muse run "<task>" (see muse --help)'
+        })
+      }
+      yield* interactive(toFlags(v, script), undefined, false)
+    })
+  ).pipe(Command.withDescription("muse: a coding agent for your terminal. Without a command: the interactive UI."))
+
+  const run = Command.make(
+    "run",
+    { ...shared, outputFormat, task: Args.text({ name: "task" }).pipe(Args.repeated) },
+    (v) =>
+      Effect.gen(function* () {
+        let task = v.task.join(" ")
+        if (task.trim() === "" || task === "-") {
+          if (!pio.stdin.isTTY) task = yield* Effect.promise(() => readStdin(pio.stdin))
+        }
+        exitCode = yield* Headless.run({
+          task,
+          flags: toFlags(v, script),
+          format: v.outputFormat,
+          env,
+          streams: { stdout: pio.stdout, stderr: pio.stderr },
+          interrupted: sigint()
+        })
+      })
+  ).pipe(Command.withDescription('Run one task headless (scripts, CI): muse run "fix the failing test"'))
+
+  const sessions = Command.make(
+    "sessions",
+    { json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")), cwd: shared.cwd },
+    (v) =>
+      Effect.gen(function* () {
+        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
+        const rows = yield* History.listSessions(dir)
+        if (v.json) for (const r of rows) out.write(`${JSON.stringify(r)}\n`)
+        else History.printSessions(rows, out, dir)
+      })
+  ).pipe(Command.withDescription("List recorded sessions, newest first"))
+
+  const resume = Command.make(
+    "resume",
+    { ...shared, outputFormat, session: Args.text({ name: "session" }).pipe(Args.optional) },
+    (v) =>
+      Effect.gen(function* () {
+        const flags = toFlags(v, script)
+        const id = Option.getOrUndefined(v.session)
+        if (isTty && v.outputFormat === "text") return yield* interactive(flags, id, true)
+        exitCode = yield* Headless.resume({
+          session: id,
+          flags,
+          format: v.outputFormat,
+          env,
+          streams: { stdout: pio.stdout, stderr: pio.stderr },
+          interrupted: sigint()
+        })
+      })
+  ).pipe(
+    Command.withDescription("Continue a session (the latest by default); headless, finish the turn that was cut short")
+  )
+
+  const replay = Command.make(
+    "replay",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      verify: Options.boolean("verify").pipe(
+        Options.withDescription("re-run the session from its log; exit 1 at the first divergence")
+      ),
+      example: Options.boolean("example").pipe(
+        Options.withDescription("the example session shipped with muse (no API key needed)")
+      ),
+      cwd: shared.cwd
+    },
+    (v) =>
+      Effect.gen(function* () {
+        exitCode = yield* History.replay(
+          {
+            session: Option.getOrUndefined(v.session),
+            example: v.example,
+            verify: v.verify,
+            flags: { cwd: Option.getOrUndefined(v.cwd) },
+            env
+          },
+          out,
+          err
+        )
+      })
+  ).pipe(Command.withDescription("Print a session as a transcript; --verify re-runs it and checks every event"))
+
+  const log = Command.make(
+    "log",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      agent: Options.text("agent").pipe(
+        Options.withDescription("only this agent (main, worker-1, …)"),
+        Options.optional
+      ),
+      type: Options.text("type").pipe(
+        Options.withDescription("only these event types: tool, tool.started, model.*"),
+        Options.optional
+      ),
+      json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
+      cwd: shared.cwd
+    },
+    (v) =>
+      Effect.gen(function* () {
+        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
+        const id = Option.getOrUndefined(v.session) ?? (yield* Session.latestSession(dir))
+        const { events } = yield* Session.readRecorded(id, dir)
+        History.printLog(
+          events,
+          { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json },
+          out
+        )
+      })
+  ).pipe(Command.withDescription("The events of a session (the latest by default)"))
+
+  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log])), {
+    name: "muse",
+    version: version()
+  })
+
+  const exit = await Effect.runPromiseExit(
+    cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>
+  )
+  if (Exit.isSuccess(exit)) return exitCode
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) {
+    const e = failure.value
+    if (e instanceof CliError) {
+      pio.stderr.write(`${errStyle.red("muse:")} ${e.message}\n`)
+      if (e.detail) pio.stderr.write(`\n${e.detail}\n`)
+      return e.code
+    }
+    if (ValidationError.isValidationError(e)) {
+      if (ValidationError.isHelpRequested(e)) return ExitCode.Success
+      return ExitCode.Usage
+    }
+  }
+  if (Cause.isInterruptedOnly(exit.cause)) return ExitCode.Interrupted
+  pio.stderr.write(`${errStyle.red("muse: unexpected failure:")} ${Cause.pretty(exit.cause)}\n`)
+  return ExitCode.Failed
+}

@@ -1,0 +1,137 @@
+/**
+ * The plugins every `muse` session runs with: the skills (`/plan`, `/grill`, `/goal` and the
+ * project's `SKILL.md` files), context compaction (with `/compact`) and video input. `replay`
+ * builds the same set, so recorded sessions replay exactly.
+ */
+import { type Plugin, Recorder, Skill } from "@musekit/core"
+import * as SkillsPackage from "@musekit/plugin-skills"
+import * as VideoPackage from "@musekit/plugin-video"
+import { Effect, Option } from "effect"
+import * as ModelInfo from "./modelInfo.js"
+
+export interface SkillInfo {
+  readonly name: string
+  readonly description: string
+}
+
+export interface PluginSet {
+  readonly plugins: ReadonlyArray<Plugin.PluginInput>
+  readonly skills: ReadonlyArray<SkillInfo>
+  /** Problems worth showing (a SKILL.md that could not be used, a plugin that is missing). */
+  readonly warnings: ReadonlyArray<string>
+}
+
+// ---------------------------------------------------------------------------------------------
+// /compact: a recorded request to compact an agent's context before its next model call
+
+/** Agents with a pending `/compact`, per session (keyed by the session's recorder). */
+const pending = new WeakMap<object, Set<string>>()
+
+const requestsOf = (rec: object) => {
+  let set = pending.get(rec)
+  if (!set) pending.set(rec, (set = new Set()))
+  return set
+}
+
+export const compactSkill: Skill.Skill<string, any> = Skill.make({
+  name: "compact",
+  description:
+    "Compact the main agent's context (mask old tool output, summarize older turns) before its next model call.",
+  source: "@musekit/cli",
+  run: () =>
+    Effect.gen(function* () {
+      const ctx = yield* Skill.SkillContext
+      const rec = yield* Recorder.Recorder
+      requestsOf(rec).add(ctx.agent.name)
+      return `The context of ${ctx.agent.name} will be compacted before its next model call.`
+    })
+})
+
+type ContextHandler = (input: Plugin.ContextInput) => Effect.Effect<ReadonlyArray<unknown>, never, any>
+
+let compactionHandler: Promise<ContextHandler | undefined> | undefined
+const loadCompaction = (): Promise<ContextHandler | undefined> => {
+  compactionHandler ??= import("@musekit/plugin-compaction").then(
+    (m: any) => {
+      const plugin = m?.CompactionPlugin?.make?.({ contextWindow: ModelInfo.contextWindow }) as
+        | Plugin.Plugin
+        | undefined
+      const hook = plugin?.hooks?.transformContext
+      return (typeof hook === "function" ? hook : hook?.handler) as ContextHandler | undefined
+    },
+    () => undefined
+  )
+  return compactionHandler
+}
+
+/**
+ * Whether a context is certainly below the compaction trigger, without loading the tokenizer. The
+ * bound is the context's UTF-8 size (no BPE token is shorter than a byte; the JSON of a message is
+ * longer than its per-message overheads), checked against the plugin's default trigger. The check
+ * depends only on the context, so a replay decides the same way.
+ */
+const certainlySmall = (input: Plugin.ContextInput): boolean => {
+  const window = ModelInfo.contextWindow(input.model)
+  const reserve = Math.min(Math.min(16_000, Math.max(512, Math.round(window * 0.1))), Math.floor(window / 4))
+  const limit = Math.floor(window * 0.75) - reserve - 64
+  let bytes = Buffer.byteLength(input.system)
+  if (bytes > limit) return false
+  for (const m of input.messages) {
+    if (Array.isArray(m.content) && m.content.some((p: { readonly type: string }) => p.type === "file")) return false
+    bytes += Buffer.byteLength(JSON.stringify(m)) + 8
+    if (bytes > limit) return false
+  }
+  return true
+}
+
+const compactionPlugin = (): Plugin.Plugin => ({
+  name: "compaction",
+  skills: [compactSkill],
+  hooks: {
+    transformContext: {
+      order: "post",
+      handler: (input) =>
+        Effect.gen(function* () {
+          const rec = yield* Effect.serviceOption(Recorder.Recorder)
+          const requested = Option.isSome(rec) && requestsOf(rec.value).delete(input.agent)
+          const force = input.force || requested
+          if (!force && certainlySmall(input)) return input.messages
+          const handler = yield* Effect.promise(loadCompaction)
+          if (!handler) return input.messages
+          return (yield* handler({ ...input, force })) as typeof input.messages
+        }) as Effect.Effect<typeof input.messages, never, never>
+    }
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
+
+/** The plugin set for a project. */
+export const make = (options: { readonly root: string; readonly userDir?: string | null | undefined }) =>
+  Effect.gen(function* () {
+    const warnings: Array<string> = []
+    const plugins: Array<Plugin.PluginInput> = []
+    const sp = (SkillsPackage as any).SkillsPlugin
+    if (sp && typeof sp.load === "function") {
+      const loaded = yield* (
+        sp.load({ projectDir: options.root, userDir: options.userDir }) as Effect.Effect<{
+          plugin: Plugin.Plugin
+          errors: ReadonlyArray<{ message: string }>
+        }>
+      ).pipe(Effect.catchAllDefect(() => Effect.succeed(undefined)))
+      if (loaded) {
+        plugins.push(loaded.plugin)
+        for (const e of loaded.errors) warnings.push(e.message)
+      } else if (typeof sp.make === "function") plugins.push(sp.make({}))
+    } else if (sp && typeof sp.make === "function") plugins.push(sp.make({}))
+    else warnings.push("@musekit/plugin-skills is not available: /plan, /grill and /goal are off")
+    plugins.push(compactionPlugin())
+    const vp = (VideoPackage as any).VideoPlugin
+    if (vp && typeof vp.make === "function") plugins.push(vp.make({ cwd: options.root }))
+    const skills: Array<SkillInfo> = []
+    for (const p of plugins) {
+      if (!p || Array.isArray(p)) continue
+      for (const s of (p as Plugin.Plugin).skills ?? []) skills.push({ name: s.name, description: s.description })
+    }
+    return { plugins, skills, warnings } satisfies PluginSet
+  })

@@ -1,0 +1,214 @@
+/**
+ * What every session command shares: flags → config files → the session config, the language
+ * model and the plugins; and the exit code a finished session maps to.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { LanguageModel } from "@effect/ai"
+import type { Approvals, Event } from "@musekit/core"
+import { EventLogFile, SessionRuntime } from "@musekit/node"
+import { Effect, type Layer } from "effect"
+import * as Config from "./config.js"
+import { CliError, ExitCode } from "./exit.js"
+import * as Model from "./model.js"
+import * as Plugins from "./plugins.js"
+
+export interface Flags {
+  readonly model?: string | undefined
+  readonly approvalMode?: Approvals.Mode | undefined
+  readonly allow: ReadonlyArray<string>
+  readonly deny: ReadonlyArray<string>
+  readonly maxTurns?: number | undefined
+  readonly noCrew: boolean
+  readonly cwd?: string | undefined
+  /** Hidden test flag: a scripted model from this file. */
+  readonly script?: string | undefined
+}
+
+export const emptyFlags: Flags = { allow: [], deny: [], noCrew: false }
+
+export interface Prepared {
+  readonly root: string
+  readonly stateDir: string
+  readonly config: SessionRuntime.Config
+  readonly modelSource: string
+  readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
+  readonly plugins: Plugins.PluginSet
+  readonly loaded: Config.Loaded
+}
+
+export interface Env {
+  readonly env: NodeJS.ProcessEnv
+  readonly cwd: string
+  /** Called at each model request (startup measurements). */
+  readonly onRequest?: (() => void) | undefined
+}
+
+export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
+  Effect.suspend(() => {
+    const root = path.resolve(env.cwd, flags.cwd ?? ".")
+    try {
+      if (!fs.statSync(root).isDirectory()) throw new Error("not a directory")
+    } catch {
+      return Effect.fail(new CliError({ code: ExitCode.Usage, message: `--cwd ${flags.cwd}: no such directory` }))
+    }
+    return Effect.succeed(fs.realpathSync(root))
+  })
+
+const scriptedSpec = (file: string) => `scripted/${path.basename(file).replace(/(\.script)?\.json$/, "")}`
+
+/** Everything a new session needs. */
+export const prepareNew = (flags: Flags, env: Env, title = ""): Effect.Effect<Prepared, CliError> =>
+  Effect.gen(function* () {
+    const root = yield* rootOf(flags, env)
+    const loaded = yield* Config.load(root, env.env)
+    const flagModel = flags.script && !flags.model ? scriptedSpec(flags.script) : flags.model
+    const choice = Config.chooseModel(flagModel, loaded, env.env) ?? Model.defaultFor(env.env)
+    if (!choice) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: "No model is configured and no API key is set.",
+        detail: Model.noKeyScreen()
+      })
+    }
+    const languageModel = yield* Model.languageModel(choice.spec, {
+      env: env.env,
+      scriptFlag: flags.script,
+      onRequest: env.onRequest
+    })
+    const projectRules = yield* SessionRuntime.loadProjectRules(root).pipe(
+      Effect.mapError((e) => new CliError({ code: ExitCode.Usage, message: e.message }))
+    )
+    const flagRules: Array<Approvals.Rule> = []
+    for (const a of flags.allow) flagRules.push(yield* Config.parseRuleFlag(a, "allow"))
+    for (const a of flags.deny) flagRules.push(yield* Config.parseRuleFlag(a, "deny"))
+    const budget = { ...loaded.user?.budget, ...loaded.project?.budget }
+    const turns = flags.maxTurns ?? budget.turns
+    if (turns !== undefined && (!Number.isInteger(turns) || turns < 1)) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `--max-turns must be a whole number of at least 1, got ${turns}`
+      })
+    }
+    const config = SessionRuntime.config({
+      root,
+      title,
+      model: choice.spec,
+      approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
+      rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
+      instructions: SessionRuntime.instructionsFor(root),
+      crew: flags.noCrew ? false : (loaded.project?.crew ?? loaded.user?.crew ?? true),
+      budget: {
+        ...(turns !== undefined ? { turns } : {}),
+        ...(budget.tokens !== undefined ? { tokens: budget.tokens } : {}),
+        ...(budget.wallMs !== undefined ? { wallMs: budget.wallMs } : {})
+      }
+    })
+    const plugins = yield* Plugins.make({ root })
+    return {
+      root,
+      stateDir: Config.stateDir(loaded, env.env),
+      config,
+      modelSource: choice.source,
+      languageModel,
+      plugins,
+      loaded
+    } satisfies Prepared
+  })
+
+/** The state directory for commands that only read sessions. */
+export const stateDirFor = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
+  Effect.gen(function* () {
+    const root = yield* rootOf(flags, env)
+    const loaded = yield* Config.load(root, env.env)
+    return Config.stateDir(loaded, env.env)
+  })
+
+const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
+  new CliError({
+    code: e._tag === "SessionNotFound" ? ExitCode.Usage : ExitCode.Failed,
+    message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
+  })
+
+/** A recorded session: its events and config. */
+export const readRecorded = (session: string, dir: string) =>
+  Effect.gen(function* () {
+    const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
+    const config = yield* SessionRuntime.configOf(events).pipe(
+      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
+    )
+    return { events, config }
+  })
+
+/** What resuming a recorded session needs (its recorded config, a model for it, the plugins). */
+export const prepareResume = (
+  session: string,
+  flags: Flags,
+  env: Env
+): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope> }, CliError> =>
+  Effect.gen(function* () {
+    const root = yield* rootOf(flags, env)
+    const loaded = yield* Config.load(root, env.env)
+    const stateDir = Config.stateDir(loaded, env.env)
+    const { events, config } = yield* readRecorded(session, stateDir)
+    if (flags.model && flags.model !== config.model) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `session ${session} was recorded with ${config.model}; a session keeps its model (start a new one for ${flags.model})`
+      })
+    }
+    const languageModel = yield* Model.languageModel(config.model, {
+      env: env.env,
+      scriptFlag: flags.script,
+      onRequest: env.onRequest
+    })
+    const plugins = yield* Plugins.make({ root: config.root })
+    return {
+      root: config.root,
+      stateDir,
+      config,
+      modelSource: "the session",
+      languageModel,
+      plugins,
+      loaded,
+      events
+    }
+  })
+
+/** The newest session of a state directory. */
+export const latestSession = (dir: string): Effect.Effect<string, CliError> =>
+  Effect.gen(function* () {
+    const list = yield* EventLogFile.sessions({ dir }).pipe(Effect.mapError(logError))
+    const first = list.find((s) => s.events > 0)
+    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${dir} yet` })
+    return first.id
+  })
+
+/** The exit code of a run, from the events it recorded. */
+export const exitCodeOf = (
+  events: ReadonlyArray<Event.Envelope>
+): { readonly code: number; readonly status: string; readonly reason?: string | undefined; readonly text: string } => {
+  let status = "completed"
+  let reason: string | undefined
+  let text = ""
+  let code: number = ExitCode.Success
+  for (const e of events) {
+    const data = (e.data ?? {}) as any
+    if (e.agent === "main" && e.type === "turn.interrupted") {
+      status = "interrupted"
+      reason = "interrupted"
+      code = ExitCode.Interrupted
+    } else if (e.agent === "main" && e.type === "turn.completed") {
+      status = data.status
+      reason = data.reason ?? undefined
+      text = data.text ?? text
+      code =
+        data.status === "completed" ? ExitCode.Success : data.status === "budget" ? ExitCode.Budget : ExitCode.Failed
+    } else if (e.type === "goal.completed" && data.status !== "achieved") {
+      status = data.status === "budget" ? "budget" : "failed"
+      reason = data.reason ?? undefined
+      code = data.status === "budget" ? ExitCode.Budget : ExitCode.Failed
+    }
+  }
+  return { code, status, reason, text }
+}
