@@ -50,7 +50,7 @@ const run = async (argv: Array<string>, env: NodeJS.ProcessEnv, cwd: string) => 
 const repo = path.join(os.tmpdir(), "muse-example", "calc")
 const state = fs.mkdtempSync(path.join(os.tmpdir(), "muse-example-state-"))
 makeRepo(repo)
-const env = { ...process.env, MUSE_HOME: state, MUSE_MODEL: "", NO_COLOR: "1" }
+const env = { ...process.env, MUSE_HOME: state, MUSE_MODEL: "", NO_COLOR: "1", npm_config_update_notifier: "false" }
 await run(
   [
     "run",

@@ -153,4 +153,35 @@ describe("the interactive UI in a pseudo-terminal", () => {
     expect((await b.exited).exitCode).toBe(0)
     expect(b.all()).toContain("continue it with: muse resume")
   })
+
+  it("muse resume in a terminal shows where the session stopped and goes on", async () => {
+    const sb = sandbox({ TERM: "xterm-256color" })
+    const repo = buggyRepo(sb.root)
+    const file = writeScript(sb, "tui", script)
+    const run = muse(
+      ["run", "The unit test fails. Fix it.", "--script", file, "--approval-mode", "auto", "--output-format", "json"],
+      {
+        sb,
+        cwd: repo
+      }
+    )
+    const session = JSON.parse(run.stdout).session as string
+    const before = readLog(sb, session).length
+    const t = spawnInTerminal(process.execPath, [bin, "resume", "--script", file], { cwd: repo, env: sb.env })
+    term = t
+    await t.waitFor(`resumed ${session}`)
+    expect(t.all()).toContain("› The unit test fails. Fix it.")
+    expect(t.all()).toContain("Fixed: sum adds and npm test passes.")
+    await t.waitFor(/\n› $/m)
+    t.type("anything else?\r")
+    await t.waitFor("Hello again; the session goes on.")
+    t.type("\x04")
+    expect((await t.exited).exitCode).toBe(0)
+    const after = readLog(sb, session)
+    expect(after.length).toBeGreaterThan(before)
+    expect(after.filter((e) => e.type === "user.input").map((e) => e.data.text)).toEqual([
+      "The unit test fails. Fix it.",
+      "anything else?"
+    ])
+  })
 })

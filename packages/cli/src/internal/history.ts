@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url"
 import { Approvals, Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect } from "effect"
-import { pad, padStart, type Style, truncate, width } from "./ansi.js"
+import { pad, padStart, type Style, truncate, width, wrap } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
@@ -235,7 +235,10 @@ export const printTranscript = (events: ReadonlyArray<Event.Envelope>, out: Out)
       transcript: true,
       maxDiffLines: 80
     })
-    for (const l of Render.wrapAll(lines, out.columns)) out.write(`${l}\n`)
+    const text = e.type === "model.responded" && e.agent === "main"
+    for (const l of text ? lines.flatMap((x) => wrap(x, out.columns - 1)) : Render.wrapAll(lines, out.columns)) {
+      out.write(`${l}\n`)
+    }
   }
   const first = events[0]?.at ?? 0
   out.write(

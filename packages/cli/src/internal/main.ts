@@ -2,7 +2,7 @@
  * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Exit, Option } from "effect"
 import { styleFor } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"

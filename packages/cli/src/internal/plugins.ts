@@ -1,11 +1,11 @@
 /**
  * The plugins every `muse` session runs with: the skills (`/plan`, `/grill`, `/goal` and the
  * project's `SKILL.md` files), context compaction (with `/compact`) and video input. `replay`
- * builds the same set, so recorded sessions replay exactly.
+ * builds the same set, so recorded sessions replay exactly. Compaction and video are loaded when a
+ * session first needs them (a large context, a prompt with a video), not at start-up.
  */
 import { type Plugin, Recorder, Skill } from "@musekit/core"
 import * as SkillsPackage from "@musekit/plugin-skills"
-import * as VideoPackage from "@musekit/plugin-video"
 import { Effect, Option } from "effect"
 import * as ModelInfo from "./modelInfo.js"
 
@@ -105,6 +105,39 @@ const compactionPlugin = (): Plugin.Plugin => ({
 })
 
 // ---------------------------------------------------------------------------------------------
+// video input, loaded when a prompt mentions or attaches a video
+
+type PromptHandler = (input: Plugin.PromptInput) => Effect.Effect<Plugin.PromptInput, never, any>
+
+let videoHandler: Promise<PromptHandler | undefined> | undefined
+const loadVideo = (cwd: string): Promise<PromptHandler | undefined> => {
+  videoHandler ??= import("@musekit/plugin-video").then(
+    (m: any) => {
+      const plugin = m?.VideoPlugin?.make?.({ cwd }) as Plugin.Plugin | undefined
+      const hook = plugin?.hooks?.transformPrompt
+      return (typeof hook === "function" ? hook : hook?.handler) as PromptHandler | undefined
+    },
+    () => undefined
+  )
+  return videoHandler
+}
+
+const VIDEO = /\.(mp4|m4v|mov|webm|mkv|avi)\b/i
+
+const videoPlugin = (cwd: string): Plugin.Plugin => ({
+  name: "video",
+  hooks: {
+    transformPrompt: (input) =>
+      input.attachments.length === 0 && !input.content.some((p) => p.type === "text" && VIDEO.test(p.text))
+        ? Effect.succeed(input)
+        : Effect.flatMap(
+            Effect.promise(() => loadVideo(cwd)),
+            (h) => (h ? h(input) : Effect.succeed(input))
+          )
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
 
 /** The plugin set for a project. */
 export const make = (options: { readonly root: string; readonly userDir?: string | null | undefined }) =>
@@ -126,8 +159,7 @@ export const make = (options: { readonly root: string; readonly userDir?: string
     } else if (sp && typeof sp.make === "function") plugins.push(sp.make({}))
     else warnings.push("@musekit/plugin-skills is not available: /plan, /grill and /goal are off")
     plugins.push(compactionPlugin())
-    const vp = (VideoPackage as any).VideoPlugin
-    if (vp && typeof vp.make === "function") plugins.push(vp.make({ cwd: options.root }))
+    plugins.push(videoPlugin(options.root))
     const skills: Array<SkillInfo> = []
     for (const p of plugins) {
       if (!p || Array.isArray(p)) continue

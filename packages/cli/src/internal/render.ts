@@ -328,9 +328,16 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
   }
 }
 
-/** Wrap lines to the terminal (one column spare). */
+/**
+ * Wrap event lines to the terminal (one column spare); a continuation is indented two columns
+ * past the line's own indentation.
+ */
 export const wrapAll = (lines: ReadonlyArray<string>, columns: number): Array<string> =>
-  lines.flatMap((l) => wrap(l, Math.max(20, columns - 1), width(l) > columns && /^\s/.test(l) ? "    " : ""))
+  lines.flatMap((l) => {
+    if (width(l) < columns) return [l]
+    const lead = /^ */.exec(l)![0].length
+    return wrap(l, Math.max(20, columns - 1), " ".repeat(lead + 2))
+  })
 
 export { truncate }
 

@@ -69,6 +69,7 @@ export const sandbox = (extraEnv: NodeJS.ProcessEnv = {}): Sandbox => {
     MUSE_SCRIPT_DIR: scripts,
     NO_COLOR: "1",
     FORCE_COLOR: "",
+    npm_config_update_notifier: "false",
     ...extraEnv
   })
   return { root, state, home, scripts, env }

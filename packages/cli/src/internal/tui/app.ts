@@ -294,14 +294,13 @@ class App {
       this.activity = undefined
       this.phase = "thinking"
     }
-    if (e.type === "tool.started") {
+    if (e.type === "tool.started" && e.agent === "main") {
       this.flushText()
-      if (e.agent === "main")
-        this.activity = {
-          label: Render.toolTitle(String(data.tool ?? ""), data.summary),
-          since: performance.now(),
-          output: ""
-        }
+      this.activity = {
+        label: Render.toolTitle(String(data.tool ?? ""), data.summary),
+        since: performance.now(),
+        output: ""
+      }
     }
     if (e.type === "tool.completed" && e.agent === "main") this.activity = undefined
     if (e.type === "model.responded" && e.agent === "main") this.flushText()
@@ -323,9 +322,10 @@ class App {
       transcript: false,
       maxDiffLines: 40
     })
-    if (lines.length > 0)
-      this.print(e.type === "turn.completed" || e.type === "turn.interrupted" ? [...lines, ""] : lines)
-    else this.draw()
+    const wrapped = Render.wrapAll(lines, this.screen.columns)
+    if (wrapped.length > 0) {
+      this.print(e.type === "turn.completed" || e.type === "turn.interrupted" ? [...wrapped, ""] : wrapped)
+    } else this.draw()
   }
 
   trackCrew(e: Event.Envelope, data: any): void {
