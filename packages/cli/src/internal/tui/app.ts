@@ -117,6 +117,7 @@ class App {
   private hint: string | undefined
   private inputWaiter: ((text: string | undefined) => void) | undefined
   private typeAhead: Array<[string | undefined, Key]> = []
+  private pasting = false
   readonly totals = new Render.Totals()
   readonly crew = new Map<string, Member>()
   /** Events below this seq were recorded before the current (re)start of the session. */
@@ -532,6 +533,15 @@ class App {
   }
 
   onKey(str: string | undefined, key: Key): void {
+    // bracketed paste: a pasted newline is part of the text, not "submit"
+    if (key.name === "paste-start" || key.name === "paste-end") {
+      this.pasting = key.name === "paste-start"
+      return
+    }
+    if (this.pasting && (key.name === "return" || key.name === "enter")) {
+      str = " "
+      key = { name: "space", sequence: " " }
+    }
     if (key.ctrl && key.name === "c") {
       this.ctrlC()
       return
@@ -683,6 +693,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     readline.emitKeypressEvents(stdin)
     stdin.setRawMode?.(true)
     stdin.resume()
+    options.stdout.write("\x1b[?2004h")
     const onKey = (str: string | undefined, key: Key | undefined) => {
       try {
         app.onKey(str, key ?? { sequence: str })
@@ -791,6 +802,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     process.off("SIGINT", onSigint)
     stdin.setRawMode?.(false)
     stdin.pause()
+    options.stdout.write("\x1b[?2004l")
     const s = app.style
     app.close([
       ...(failure ? [s.red(`muse: ${failure}`)] : []),
