@@ -108,8 +108,17 @@ describe("the interactive UI in a pseudo-terminal", () => {
     expect(screen).toMatch(/explorer-1\s+explorer\s+(idle|working)\s+1 task/)
 
     // Ctrl-C cancels the running turn; the session goes on
+    const session = /session (\d{8}-\d{6}-[0-9a-f]{6})/.exec(t.all())![1]!
     t.type("take your time\r")
     await t.waitFor(/thinking · [\d.]+m?s/)
+    // the model request of that turn is in flight (the script holds its answer for two minutes)
+    const deadline = Date.now() + 20_000
+    while (Date.now() < deadline) {
+      const events = readLog(sb, session)
+      const asked = events.findIndex((e) => e.type === "user.input" && e.data.text === "take your time")
+      if (asked >= 0 && events.slice(asked).some((e) => e.type === "model.requested")) break
+      await sleep(50)
+    }
     t.type("\x03")
     await t.waitFor("■ interrupted")
     t.type("are you still there?\r")
@@ -119,15 +128,13 @@ describe("the interactive UI in a pseudo-terminal", () => {
     t.type("/exit\r")
     const exit = await Promise.race([t.exited, sleep(20_000).then(() => ({ exitCode: -1 }))])
     expect(exit.exitCode).toBe(0)
-    const all = t.all()
-    const session = /continue it with: muse resume (\S+)/.exec(all)?.[1]
-    expect(session).toBeDefined()
+    expect(t.all()).toContain(`continue it with: muse resume ${session}`)
 
     // the log holds the whole story, and the session replays exactly (Ctrl-C included)
-    const types = readLog(sb, session!).map((e) => e.type)
+    const types = readLog(sb, session).map((e) => e.type)
     expect(types).toContain("turn.interrupted")
     expect(types.filter((t) => t === "user.input")).toHaveLength(3)
-    const v = muse(["replay", session!, "--verify"], { sb, cwd: repo })
+    const v = muse(["replay", session, "--verify"], { sb, cwd: repo })
     expect(v.stderr).toMatch(/verified: (\d+) of \1 events/)
     expect(v.code).toBe(0)
   })
