@@ -147,8 +147,8 @@ export interface Service {
   readonly settle: Effect.Effect<Option.Option<Agent.InboxMessage>>
   /** Keep the main agent going until the crew is idle and every report is delivered. */
   readonly run: (main: Agent.Agent, options?: Agent.SendOptions) => Effect.Effect<void, Recorder.RecorderError>
-  /** Stop the crew: members end (replaying, they first finish their recorded events). */
-  readonly shutdown: Effect.Effect<void>
+  /** Stop the crew: members end (replaying, they first finish their recorded events; a member's divergence fails it). */
+  readonly shutdown: Effect.Effect<void, Recorder.Divergence>
   readonly roles: ReadonlyArray<Plugin.Role>
 }
 
@@ -234,6 +234,7 @@ export const make = (
     const members = new Map<string, Member>()
     const assigned = new Map<string, number>()
     let changed = yield* Deferred.make<void>()
+    let fatal: Recorder.Divergence | undefined
 
     const poke = Effect.gen(function* () {
       const d = changed
@@ -269,7 +270,11 @@ export const make = (
         take: Effect.gen(function* () {
           const next = () => {
             const i = m.mailbox.findIndex((l) => accept(l) && !m.consumed.has(l.id))
-            return i >= 0 ? m.mailbox.splice(i, 1)[0] : undefined
+            if (i < 0) return undefined
+            // busy from the moment the letter leaves the mailbox, so `settle` never sees a quiet crew
+            // while the delivery is being recorded
+            m.status = "working"
+            return m.mailbox.splice(i, 1)[0]
           }
           while (true) {
             const found = next()
@@ -286,6 +291,7 @@ export const make = (
         toData: (l) => l,
         fromData: (d) => {
           const l = d as Letter
+          m.status = "working"
           m.consumed.add(l.id)
           const i = m.mailbox.findIndex((x) => x.id === l.id)
           if (i >= 0) m.mailbox.splice(i, 1)
@@ -421,17 +427,23 @@ export const make = (
           Effect.catchAll((e) =>
             e._tag === "ReplayEnded" || e._tag === "Interrupted"
               ? Effect.void
-              : Effect.gen(function* () {
-                  yield* Effect.ignore(record(m, "crew.member.failed", { error: e.message }))
-                  // the report is queued before the status changes, so `settle` never sees a quiet crew in between
-                  yield* policy.offer({
-                    id: `${m.name}:failed:${m.tasks}`,
-                    from: m.name,
-                    importance: "blocking",
-                    text: `failed: ${e.message}. Restart it with crew_restart if it is still needed.`
+              : e._tag === "Divergence"
+                ? // a replay that diverges in a member must fail the replay, not look like a crash
+                  Effect.sync(() => {
+                    fatal ??= e
+                    m.status = "failed"
                   })
-                  m.status = "failed"
-                })
+                : Effect.gen(function* () {
+                    yield* Effect.ignore(record(m, "crew.member.failed", { error: e.message }))
+                    // the report is queued before the status changes, so `settle` never sees a quiet crew in between
+                    yield* policy.offer({
+                      id: `${m.name}:failed:${m.tasks}`,
+                      from: m.name,
+                      importance: "blocking",
+                      text: `failed: ${e.message}. Restart it with crew_restart if it is still needed.`
+                    })
+                    m.status = "failed"
+                  })
           ),
           Effect.catchAllDefect((d) =>
             Effect.gen(function* () {
@@ -587,9 +599,11 @@ export const make = (
         const fibers = [...members.values()].flatMap((m) => (m.fiber ? [m.fiber] : []))
         if (rec.mode === "replay") {
           yield* Fiber.joinAll(fibers)
+          if (fatal) return yield* fatal
           return
         }
         yield* Fiber.interruptAll(fibers)
+        if (fatal) return yield* fatal
       })
     }
 

@@ -123,7 +123,8 @@ export interface Hooks {
     | undefined
   readonly beforeToolCall?: Hook<ToolCallInfo, BeforeToolCall | undefined> | undefined
   readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
-  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined> | undefined
+  /** May fail only with the recorder's errors: those end the member (and a replay reports them). */
+  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined, Recorder.RecorderError> | undefined
   readonly onEvent?: Hook<Event.Envelope, void> | undefined
 }
 
@@ -172,7 +173,7 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
   readonly beforeToolCall: (input: ToolCallInfo) => Effect.Effect<BeforeToolCall | undefined>
   readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
-  readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined>
+  readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined, Recorder.RecorderError>
   readonly onEvent: (event: Event.Envelope) => Effect.Effect<void>
 }
 
@@ -204,8 +205,8 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
       (input: I) =>
         Effect.reduce(fns, input, (acc, f) => run(f(acc)))
     const firstWins =
-      <I, O>(fns: ReadonlyArray<HookFn<I, O | undefined>>) =>
-      (input: I) =>
+      <I, O, E = never>(fns: ReadonlyArray<HookFn<I, O | undefined, E>>) =>
+      (input: I): Effect.Effect<O | undefined, E> =>
         Effect.gen(function* () {
           for (const f of fns) {
             const r = yield* run(f(input))
@@ -221,7 +222,10 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
     const observers = orderedHandlers(plugins, (h) => h.onEvent)
     return {
       plugins,
-      tools: plugins.flatMap((p) => p.tools ?? []),
+      // a plugin's tools run with the services of the plugins' layers, like its hooks
+      tools: plugins
+        .flatMap((p) => p.tools ?? [])
+        .map((t) => ({ ...t, handler: (params, c) => run(t.handler(params, c)) })),
       skills: plugins.flatMap((p) => p.skills ?? []),
       roles: plugins.flatMap((p) => p.roles ?? []),
       transformPrompt: sequential(tp),

@@ -163,7 +163,7 @@ export interface Outcome {
  * The session program. It records `session.started` with the config, then serves user inputs
  * until there are none. Provide a `Recorder` (`Session.run`, `replay` or `resume` do).
  */
-export const program = (cfg: Config, io: Io, services: Services) =>
+export const program = (cfg: Config, io: Io, _services?: Services) =>
   Effect.gen(function* () {
     const rec = yield* Recorder.Recorder
     yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
