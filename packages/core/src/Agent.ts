@@ -189,15 +189,21 @@ export const make = (
           yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto }, null, false)
           return auto
         }
-        const preview = def.preview ? yield* def.preview(params, ctx) : undefined
         const { value: answer } = yield* provide(
           Recorder.step<Approvals.Answer, never, never>({
             agent: agentName,
             intent: {
               type: "approval.requested",
-              data: { callId, tool: def.name, effect: def.effect, summary: request.summary, preview: preview ?? null }
+              data: { callId, tool: def.name, effect: def.effect, summary: request.summary }
             },
-            run: () => prompter.ask({ ...request, preview }),
+            // the preview (e.g. a diff) shows the files as they are now: an observation, not replayed
+            observe: def.preview
+              ? Effect.map(def.preview(params, ctx), (preview) => ({ preview: preview ?? null }))
+              : undefined,
+            run: (intent) => {
+              const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
+              return prompter.ask({ ...request, preview: preview ?? undefined })
+            },
             outcome: (a) => ({
               type: "approval.answered",
               data: { callId, allow: a.allow, scope: a.scope, reason: a.reason ?? null }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Layer, Schema } from "effect"
-import { Agent, type Approvals, Event, EventLog, Plugin, Redactor, Session, Tools } from "../src/index.js"
+import { Agent, type Approvals, Event, EventLog, Model, Plugin, Redactor, Session, Tools } from "../src/index.js"
 import { autoPrompter, layerAgentServices, Scripted, scriptedModel, type Turn } from "../src/testing.js"
 
 /** A tiny in-memory "file system" tool pair, so the loop can be tested without Node. */
@@ -212,6 +212,40 @@ describe("Agent loop", () => {
         "tool.started"
       ])
       expect(events[i + 2]!.data).toMatchObject({ allow: true, by: "user", scope: "session" })
+    })
+  )
+
+  it.effect("an approval preview is recorded as an observation, so a later replay does not depend on the files", () =>
+    Effect.gen(function* () {
+      const store = new Map([["todo", "write tests"]])
+      const withPreview = makeNotes(store, []).map((d) =>
+        d.name === "write_note"
+          ? { ...d, preview: (p: any) => Effect.sync(() => `- ${store.get(p.name) ?? ""}\n+ ${p.text}`) }
+          : d
+      )
+      const prompter = autoPrompter({ allow: true, scope: "once" })
+      const build = (lm: Layer.Layer<any>) =>
+        Effect.gen(function* () {
+          const agent = yield* Agent.make({ name: "main", instructions: "You keep notes." })
+          return yield* agent.send("finish the todo")
+        }).pipe(
+          Effect.provide(
+            layerAgentServices({
+              languageModel: lm,
+              tools: withPreview,
+              approvals: { mode: "ask" },
+              prompter: prompter.layer
+            })
+          )
+        )
+      const { events } = yield* runLive(build(scriptedModel(script).layer))
+      expect(prompter.asked[0]!.preview).toBe("- write tests\n+ done")
+      const asked = events.find((e) => e.type === "approval.requested")!
+      expect((asked.data as any).observed).toEqual({ preview: "- write tests\n+ done" })
+      // the note has changed since: the preview would differ now, the replay must not care
+      expect(store.get("todo")).toBe("done")
+      const report = yield* Session.replay(build(Model.layerLanguageModelForbidden), { events, verify: true })
+      expect(report.matched).toBe(events.length)
     })
   )
 
