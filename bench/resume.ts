@@ -15,10 +15,11 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { LanguageModel, type Response } from "@effect/ai"
+import { LanguageModel, type Prompt, type Response } from "@effect/ai"
 import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { Tools } from "../packages/core/src/index.js"
 import { EventLogFile, SessionRuntime } from "../packages/node/src/index.js"
+import { CompactionPlugin } from "../plugins/compaction/src/index.js"
 import { fmtInt, fmtMs, median, outDir, printTable, writeFigures } from "./report.js"
 
 export const description = "resume time for 10k / 100k-event sessions, and replay-verify throughput"
@@ -35,10 +36,22 @@ const noteTool = Tools.make({
   handler: ({ name }) => Effect.succeed({ name, text: `contents of ${name}: ${"lorem ipsum ".repeat(8)}` })
 })
 
+const systemOf = (prompt: Prompt.Prompt): string => {
+  const m = prompt.content[0]
+  return m?.role === "system" ? m.content : ""
+}
+
 /** Each task: two model turns of two tool calls, then a short answer (21 events). */
 const model = () => {
   let n = 0
-  const reply = (): Array<Response.PartEncoded> => {
+  const reply = (system: string): Array<Response.PartEncoded> => {
+    if (!system.startsWith("bench")) {
+      // a summary request from the compactor
+      return [
+        { type: "text", text: "## Goal\nwork through the tasks\n## Progress\nmany tasks done" },
+        { type: "finish", reason: "stop", usage: { inputTokens: 500, outputTokens: 40, totalTokens: 540 } }
+      ]
+    }
     const step = n++ % 3
     const usage = { inputTokens: 120, outputTokens: 12, totalTokens: 132 }
     if (step === 2)
@@ -55,11 +68,11 @@ const model = () => {
   return Layer.effect(
     LanguageModel.LanguageModel,
     LanguageModel.make({
-      generateText: () => Effect.sync(reply),
-      streamText: () =>
+      generateText: (o) => Effect.sync(() => reply(systemOf(o.prompt))),
+      streamText: (o) =>
         Stream.suspend(() =>
           Stream.fromIterable(
-            reply().flatMap(
+            reply(systemOf(o.prompt)).flatMap(
               (p): Array<Response.StreamPartEncoded> =>
                 p.type === "text"
                   ? [
@@ -75,7 +88,9 @@ const model = () => {
   )
 }
 
-const services = (): SessionRuntime.Services => ({ languageModel: model(), tools: [noteTool] })
+/** A long session keeps its context bounded with compaction, as a day-long session would. */
+const plugins = () => [CompactionPlugin.make({ contextWindow: 16_000 })]
+const services = (): SessionRuntime.Services => ({ languageModel: model(), tools: [noteTool], plugins: plugins() })
 const never: SessionRuntime.Io["prompter"] = { ask: () => Effect.dieMessage("no questions in this bench") }
 
 /** Record a session of at least `events` events (each input is a short task for the main agent). */
@@ -183,7 +198,7 @@ export const run = async () => {
     }
     const t0 = performance.now()
     const report = await Effect.runPromise(
-      SessionRuntime.replay({ session, dir, verify: true, events, tools: [noteTool] })
+      SessionRuntime.replay({ session, dir, verify: true, events, tools: [noteTool], plugins: plugins() })
     )
     const verifyMs = performance.now() - t0
     const perSecond = (report.matched / verifyMs) * 1000
