@@ -212,9 +212,12 @@ describe("/goal", () => {
       const before = Effect.runSync(EventLogFile.readSession(session, { dir }))
       expect(before.length).toBe(killedAt.length)
       expect(ofType(before, "goal.completed")).toEqual([])
-      expect(before.at(-1)!.type).toBe("goal.check.completed")
-      expect(checkRuns(repo)).toBe(2) // before the first attempt, and after it
-      expect(read(repo, "src/add.js")).toBe("export const add = (a, b) => a * b\n")
+      // the kill lands at or after attempt 1's check (the child goes on while the log is polled)
+      expect(before.some((e) => e.type === "goal.check.completed" && data(e).attempt === 1)).toBe(true)
+      const checksBefore = checkRuns(repo)
+      expect(checksBefore).toBeGreaterThanOrEqual(2) // before the first attempt, and after it
+      // a check cut short by the kill is run again on resume
+      const checkInFlight = before.at(-1)!.type === "goal.check.started" ? 1 : 0
 
       // 2. resume in this process: replay up to the kill, then live
       const model = scriptedModel([goalScript()])
@@ -236,15 +239,13 @@ describe("/goal", () => {
       expect(after.slice(0, before.length).map(Event.encodeLine)).toEqual(before.map(Event.encodeLine))
       expect(ofType(after, "goal.started")).toHaveLength(1)
       expect(ofType(after, "goal.attempt.started").map((e) => data(e).attempt)).toEqual([1, 2])
-      expect(ofType(after, "goal.attempt.started")[1]!.seq).toBeGreaterThan(before.length - 1)
       expect(data(ofType(after, "goal.completed")[0])).toMatchObject({ status: "achieved", attempts: 2 })
 
       // nothing before the kill ran again: one model call per recorded request after it, no check twice
       const liveRequests = after.filter((e) => e.seq >= before.length && e.type === "model.requested")
       expect(model.calls()).toBe(liveRequests.length)
-      expect(model.calls()).toBe(2)
       expect(ofType(after, "goal.check.completed").map((e) => data(e).attempt)).toEqual([0, 1, 2])
-      expect(checkRuns(repo)).toBe(3)
+      expect(checkRuns(repo)).toBe(3 + checkInFlight)
       expect(output.at(-1)).toMatch(/^Goal achieved after 2 attempt\(s\)/)
 
       // and the whole two-process session replays exactly
