@@ -519,6 +519,9 @@ export const make = (
     const pick = (to: string) =>
       Effect.gen(function* () {
         if (members.has(to)) return to
+        // `worker-2` names a member of a known role: it is created on first use
+        const named = /^(.+)-(\d+)$/.exec(to)
+        if (named && roleMap.has(named[1]!)) return yield* ensure(to, named[1]!)
         if (!roleMap.has(to)) {
           return yield* new CrewError({
             message: `no member or role named ${to}; roles: ${roles.map((r) => r.name).join(", ")}; members: ${

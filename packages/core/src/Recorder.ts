@@ -130,12 +130,16 @@ export const makeLive = (
         const d = observe ? withObserved(draft, yield* observe) : draft
         if (appendOptions?.durable === false) {
           const e = yield* log.enqueue(d)
-          if (options.onEvent) unseen.push(e)
+          if (options.onEvent) {
+            unseen.push(e)
+            unseen.sort((a, b) => a.seq - b.seq)
+          }
           return e
         }
         const e = yield* log.append(d)
         if (options.onEvent) {
-          while (unseen.length > 0) yield* options.onEvent(unseen.shift()!)
+          // events before this one in the log are durable now; later ones (another agent's) are not yet
+          while (unseen.length > 0 && unseen[0]!.seq < e.seq) yield* options.onEvent(unseen.shift()!)
           yield* options.onEvent(e)
         }
         return e

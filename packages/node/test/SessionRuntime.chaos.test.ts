@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url"
 import { Event } from "@musekit/core"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EventLogFile } from "../src/index.js"
+import { EventLogFile, SessionRuntime } from "../src/index.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const repoRoot = path.resolve(here, "../../..")
@@ -54,8 +54,8 @@ interface Run {
   readonly stderr: () => string
 }
 
-const launch = (state: string, session: string, root: string): Run => {
-  const child = spawn(process.execPath, [bundle, state, session, root, String(TOOL_CALLS)], {
+const launch = (state: string, session: string, root: string, flavour = "solo", toolCalls = TOOL_CALLS): Run => {
+  const child = spawn(process.execPath, [bundle, state, session, root, String(toolCalls), flavour], {
     cwd: repoRoot,
     stdio: ["ignore", "pipe", "pipe"]
   })
@@ -191,5 +191,61 @@ describe("SessionRuntime under SIGKILL", () => {
       expect(withoutTime(await read(state, "s"), root)).toEqual(withoutTime(reference, refRoot))
     }
     expect(snapshot(root)).toEqual(snapshot(refRoot))
+  }, 600_000)
+})
+
+describe("a crew under SIGKILL", () => {
+  it("every member is resumed where it was: each task done exactly once, the same files, an exact replay", async () => {
+    const refRoot = newRoot()
+    const refState = fs.mkdtempSync(path.join(work, "state-"))
+    const ref = launch(refState, "c", refRoot, "crew", 40)
+    expect((await ref.exit).code, ref.stderr()).toBe(0)
+    const reference = await read(refState, "c")
+    const doneIn = (events: ReadonlyArray<Event.Envelope>) =>
+      events
+        .filter((e) => e.type === "crew.task.done")
+        .map((e) => (e.data as { taskId: string }).taskId)
+        .sort()
+    expect(doneIn(reference)).toEqual(["main:d0", "main:d1", "main:d2", "main:d3"])
+    expect(new Set(reference.map((e) => e.agent))).toEqual(new Set(["main", "worker-1", "worker-2", "reviewer-1"]))
+
+    const root = newRoot()
+    const state = fs.mkdtempSync(path.join(work, "state-"))
+    let kills = 0
+    let finished = false
+    for (let runs = 0; !finished && runs < 100; runs++) {
+      const before = (await read(state, "c")).length
+      const run = launch(state, "c", root, "crew", 40)
+      const target = before + 1 + Math.floor(Math.random() * 25)
+      let timer: NodeJS.Timeout | undefined
+      if (kills < 15) {
+        const watch = setInterval(() => {
+          if (run.acks.some((a) => a.seq >= target)) {
+            clearInterval(watch)
+            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
+          }
+        }, 1)
+        run.exit.then(() => clearInterval(watch))
+      }
+      const exit = await run.exit
+      if (timer) clearTimeout(timer)
+      const events = await read(state, "c")
+      for (const ack of run.acks) expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} lost`).toBe(ack.type)
+      if (exit.signal === "SIGKILL") kills++
+      else {
+        expect(exit.code, run.stderr()).toBe(0)
+        finished = true
+      }
+    }
+    expect(finished).toBe(true)
+    expect(kills).toBeGreaterThanOrEqual(10)
+
+    const final = await read(state, "c")
+    // no task lost and none done twice, whatever the kills interrupted
+    expect(doneIn(final)).toEqual(["main:d0", "main:d1", "main:d2", "main:d3"])
+    expect(snapshot(root)).toEqual(snapshot(refRoot))
+    // the two-process session replays exactly: every member was rebuilt from its own events
+    const report = await Effect.runPromise(SessionRuntime.replay({ session: "c", dir: state, verify: true }))
+    expect(report.matched).toBe(final.length)
   }, 600_000)
 })
