@@ -73,8 +73,9 @@ export const encodeLine = (e: Envelope): string =>
   },"type":${JSON.stringify(e.type)},"data":${canonicalJson(e.data)}}`
 
 /**
- * JSON with object keys in insertion order and `undefined` dropped, exactly like `JSON.stringify`,
- * but failing loudly on values JSON cannot represent faithfully (functions, bigint, NaN, cycles).
+ * JSON with object keys in insertion order and `undefined` dropped, like `JSON.stringify`, with
+ * bigints written as decimal strings and non-finite numbers as `null`; a cycle throws. (The log
+ * refuses data that would not survive a round trip, such as functions, before assigning a seq.)
  */
 export const canonicalJson = (value: unknown): string => {
   const out = JSON.stringify(value === undefined ? null : value, (_k, v) => {
