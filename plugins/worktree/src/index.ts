@@ -15,5 +15,5 @@
  * ```
  */
 export * as Paths from "./Paths.js"
-export * as Worktrees from "./Worktrees.js"
 export * as WorktreePlugin from "./WorktreePlugin.js"
+export * as Worktrees from "./Worktrees.js"
