@@ -10,7 +10,6 @@
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -18,7 +17,7 @@ import { LanguageModel, Prompt, type Response } from "@effect/ai"
 import { Effect, Layer, Schema, Stream } from "effect"
 import { Agent, Approvals, Model, Plugin, Session, Tools, Workspace } from "../packages/core/src/index.js"
 import { EventLogFile } from "../packages/node/src/index.js"
-import { fmtMs, outDir, printTable, writeFigures } from "./report.js"
+import { bundle, fmtMs, printTable, writeFigures } from "./report.js"
 
 export const description = "agent loop overhead per tool-call turn over 1,000 tool calls, durable log on"
 
@@ -162,27 +161,6 @@ const arm = async (name: string) => {
   process.stdout.write(`${JSON.stringify({ ...r, rss })}\n`)
 }
 
-/** Bundle this file once (esbuild comes with tsx), so each arm runs without a TypeScript loader in its RSS. */
-const bundle = async (): Promise<string> => {
-  const self = fileURLToPath(import.meta.url)
-  const root = path.resolve(path.dirname(self), "..")
-  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
-  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
-  const outfile = path.join(outDir, "bundles", "agent.mjs")
-  await esbuild.build({
-    entryPoints: [self],
-    outfile,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    tsconfig: path.join(root, "tsconfig.json"),
-    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
-    logLevel: "error"
-  })
-  return outfile
-}
-
 const runArm = (file: string, name: string) => {
   const out = spawnSync(process.execPath, [file, "--arm", name], { encoding: "utf8" })
   if (out.status !== 0) throw new Error(`${name} arm failed:\n${out.stderr}`)
@@ -198,7 +176,7 @@ export const run = async () => {
   const rows: Array<Array<string>> = []
   const figures: Record<string, unknown> = {}
   const samples: Array<{ h: ReturnType<typeof runArm>; b: ReturnType<typeof runArm> }> = []
-  const file = await bundle()
+  const file = await bundle(fileURLToPath(import.meta.url), "agent")
   for (let i = 0; i < 3; i++) samples.push({ b: runArm(file, "bare"), h: runArm(file, "harness") })
   const best = (k: "h" | "b") => samples.map((s) => s[k]).sort((x, y) => x.ms - y.ms)[0]!
   const h = best("h")

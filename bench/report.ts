@@ -91,3 +91,26 @@ export const writeFigures = (name: string, figures: Record<string, unknown>): st
   fs.writeFileSync(file, `${JSON.stringify(body, null, 2)}\n`)
   return file
 }
+
+/**
+ * Bundle a benchmark module into one ES module under `bench/out/bundles/` (esbuild comes with tsx), so its
+ * child processes start without a TypeScript loader in their time and memory.
+ */
+export const bundle = async (entry: string, name: string): Promise<string> => {
+  const { createRequire } = await import("node:module")
+  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
+  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
+  const outfile = path.join(outDir, "bundles", `${name}.mjs`)
+  await esbuild.build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    tsconfig: fileURLToPath(new URL("../tsconfig.json", import.meta.url)),
+    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
+    logLevel: "error"
+  })
+  return outfile
+}

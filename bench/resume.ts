@@ -11,7 +11,6 @@
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -20,12 +19,11 @@ import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { Tools } from "../packages/core/src/index.js"
 import { EventLogFile, SessionRuntime } from "../packages/node/src/index.js"
 import { CompactionPlugin } from "../plugins/compaction/src/index.js"
-import { fmtInt, fmtMs, median, outDir, printTable, writeFigures } from "./report.js"
+import { bundle, fmtInt, fmtMs, median, outDir, printTable, writeFigures } from "./report.js"
 
 export const description = "resume time for 10k / 100k-event sessions, and replay-verify throughput"
 
 const SIZES = (process.env.MUSE_BENCH_SIZES ?? "10000,100000").split(",").map(Number)
-const here = path.dirname(fileURLToPath(import.meta.url))
 const store = path.join(outDir, "resume")
 
 const noteTool = Tools.make({
@@ -136,25 +134,6 @@ const readChild = (dir: string, session: string) => {
   process.stdout.write(`${JSON.stringify({ readyMs: performance.now(), n })}\n`)
 }
 
-const bundle = async (): Promise<string> => {
-  const self = fileURLToPath(import.meta.url)
-  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
-  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
-  const outfile = path.join(outDir, "bundles", "resume.mjs")
-  await esbuild.build({
-    entryPoints: [self],
-    outfile,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    tsconfig: path.join(here, "..", "tsconfig.json"),
-    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
-    logLevel: "error"
-  })
-  return outfile
-}
-
 const child = (file: string, args: Array<string>) => {
   const out = spawnSync(process.execPath, [file, ...args], { encoding: "utf8", maxBuffer: 1 << 24 })
   if (out.status !== 0) throw new Error(`${args[0]} failed:\n${out.stderr}`)
@@ -167,7 +146,7 @@ const startup = (args: Array<string>) => {
 }
 
 export const run = async () => {
-  const file = await bundle()
+  const file = await bundle(fileURLToPath(import.meta.url), "resume")
   const rows: Array<Array<string>> = []
   const figures: Record<string, unknown> = {}
   // the cost of starting node at all, for scale
