@@ -64,6 +64,10 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
     const out: Array<Buffer> = []
     const err: Array<Buffer> = []
     let done = false
+    let exited = false
+    child.once("exit", () => {
+      exited = true
+    })
     child.stdout.on("data", (b: Buffer) => out.push(b))
     child.stderr.on("data", (b: Buffer) => err.push(b))
     child.stdin.on("error", () => {})
@@ -88,8 +92,16 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
     })
     if (options.input !== undefined) child.stdin.end(options.input)
     else child.stdin.end()
-    return Effect.sync(() => {
-      if (!done) child.kill("SIGTERM")
+    // On interruption, stop git and wait until it is gone, so whatever runs next (a rollback)
+    // never races a git process still writing into the same worktree.
+    return Effect.async<void>((stopped) => {
+      if (exited || child.exitCode !== null || child.signalCode !== null) return stopped(Effect.void)
+      const force = setTimeout(() => child.kill("SIGKILL"), 2000)
+      child.once("exit", () => {
+        clearTimeout(force)
+        stopped(Effect.void)
+      })
+      child.kill("SIGTERM")
     })
   })
 
