@@ -570,7 +570,8 @@ export const make = (
       settle: Effect.gen(function* () {
         while (true) {
           const wait = changed
-          const due = yield* policy.take
+          // a wake-up by the crew is not a boundary of the main agent
+          const due = yield* policy.due
           if (Option.isSome(due)) return due
           let busy = false
           for (const m of members.values()) {

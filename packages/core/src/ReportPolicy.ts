@@ -29,8 +29,10 @@ export interface Report {
 
 export interface Service {
   readonly offer: (report: Report) => Effect.Effect<void>
-  /** At a boundary: what is due now, as one message. */
+  /** At a boundary of the main agent (before its next model call): what is due now, as one message. */
   readonly take: Effect.Effect<Option.Option<Agent.InboxMessage>>
+  /** What is due now, without counting a boundary (for a waiting main agent, woken by the crew). */
+  readonly due: Effect.Effect<Option.Option<Agent.InboxMessage>>
   /** Everything pending, due or not (when the main agent is idle). */
   readonly flush: Effect.Effect<Option.Option<Agent.InboxMessage>>
   readonly pending: Effect.Effect<number>
@@ -88,6 +90,16 @@ export const make = (options: Options = {}): Service => {
     return out
   }
 
+  const takeDue = (): Option.Option<Agent.InboxMessage> => {
+    const blocking = queue.some((r) => r.importance === "blocking")
+    const notableDue = queue.some((r) => r.importance === "notable") && boundary - lastNotable >= notableEvery
+    const infos = queue.filter((r) => r.importance === "info").length
+    if (!blocking && !notableDue && infos < digestSize) return Option.none()
+    if (notableDue) lastNotable = boundary
+    const taken = takeWhere((r) => r.importance === "blocking" || notableDue || r.importance === "info")
+    return taken.length > 0 ? Option.some(compose(taken)) : Option.none()
+  }
+
   return {
     offer: (report) =>
       Effect.sync(() => {
@@ -95,14 +107,9 @@ export const make = (options: Options = {}): Service => {
       }),
     take: Effect.sync(() => {
       boundary++
-      const blocking = queue.some((r) => r.importance === "blocking")
-      const notableDue = queue.some((r) => r.importance === "notable") && boundary - lastNotable >= notableEvery
-      const infos = queue.filter((r) => r.importance === "info").length
-      if (!blocking && !notableDue && infos < digestSize) return Option.none()
-      if (notableDue) lastNotable = boundary
-      const taken = takeWhere((r) => r.importance === "blocking" || notableDue || r.importance === "info")
-      return taken.length > 0 ? Option.some(compose(taken)) : Option.none()
+      return takeDue()
     }),
+    due: Effect.sync(() => takeDue()),
     flush: Effect.sync(() => {
       const taken = takeWhere(() => true)
       return taken.length > 0 ? Option.some(compose(taken)) : Option.none()
