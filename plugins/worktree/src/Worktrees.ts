@@ -880,6 +880,15 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         // decide under the lock: what survived intact, what must be rebuilt (and clear its remains)
         const plans = yield* serialized(
           Effect.gen(function* () {
+            // a git process killed with the session leaves lock files behind; the refs and worktree
+            // folders of this session belong to it alone, so their locks are stale now
+            for (const r of records) {
+              fs.rmSync(path.join(commonDir, "refs", "heads", `${r.branch}.lock`), { force: true })
+              const admin = path.join(commonDir, "worktrees", path.basename(r.path))
+              for (const name of ["index.lock", "HEAD.lock", "config.lock"]) {
+                fs.rmSync(path.join(admin, name), { force: true })
+              }
+            }
             yield* prune
             const worktrees = yield* listWorktrees
             const out: Array<{ a: Allocation; status: ReattachStatus }> = []
