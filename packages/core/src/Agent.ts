@@ -589,7 +589,3 @@ export const make = (
       usage: Ref.get(totalUsage)
     } satisfies Agent
   })
-
-/** The draft events of a log that belong to one agent (for inspection and tests). */
-export const eventsOf = (events: ReadonlyArray<Event.Envelope>, agent: string) =>
-  events.filter((e) => e.agent === agent)

@@ -120,7 +120,3 @@ export const toDraft = (e: Envelope): Required<Draft> => ({
   data: e.data,
   parent: e.parent
 })
-
-/** Canonical JSON of the draft part, used by replay verification. */
-export const draftKey = (d: Draft): string =>
-  `${JSON.stringify(d.agent)}|${d.parent ?? null}|${JSON.stringify(d.type)}|${canonicalJson(d.data)}`
