@@ -88,5 +88,6 @@ export const tldr = (options: Options = {}) =>
 
 /** The plugin: one factory with one options object. */
 export const TldrPlugin = {
-  make: (options: Options = {}): Plugin.Plugin => Plugin.make({ name: "tldr", skills: [tldr(options)] })
+  make: (options: Options = {}): Plugin.Plugin =>
+    Plugin.make({ name: "tldr", checkpoint: "stateless", skills: [tldr(options)] })
 }

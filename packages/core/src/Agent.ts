@@ -53,6 +53,16 @@ export interface Config {
   readonly workspace?: Workspace.Service | undefined
   /** Largest tool result kept inline in an event; larger ones go to the blob store. */
   readonly inlineResultBytes?: number | undefined
+  /** Start from a saved state (`Agent.save` at an idle point, from a checkpoint) instead of empty. */
+  readonly restore?: State | undefined
+}
+
+/** An agent's state between turns, as JSON data (kept in checkpoints). */
+export interface State {
+  readonly history: ReadonlyArray<Prompt.MessageEncoded>
+  /** Leading history messages sent unchanged at the previous model call. */
+  readonly stable: number
+  readonly usage: Model.Usage
 }
 
 /** Something delivered to an agent between model calls. */
@@ -99,6 +109,8 @@ export interface Agent {
   ) => Effect.Effect<TurnResult, Recorder.RecorderError>
   readonly history: Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>>
   readonly usage: Effect.Effect<Model.Usage>
+  /** The state between turns (call it only when no turn is running). */
+  readonly save: Effect.Effect<State>
 }
 
 const INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished; its effect may be partial"
@@ -164,10 +176,10 @@ export const make = (
           )
     const tools = Tools.fromList(filtered)
 
-    const history: Array<Prompt.MessageEncoded> = []
+    const history: Array<Prompt.MessageEncoded> = [...(config.restore?.history ?? [])]
     /** Leading history messages that are the same objects as at the previous model call. */
-    let stable = 0
-    const totalUsage = yield* Ref.make(Model.emptyUsage)
+    let stable = config.restore?.stable ?? 0
+    const totalUsage = yield* Ref.make(config.restore?.usage ?? Model.emptyUsage)
     const provide = <A, E>(eff: Effect.Effect<A, E, Recorder.Recorder>) =>
       Effect.provideService(eff, Recorder.Recorder, rec)
 
@@ -586,6 +598,7 @@ export const make = (
       name: agentName,
       send,
       history: Effect.sync(() => [...history]),
-      usage: Ref.get(totalUsage)
+      usage: Ref.get(totalUsage),
+      save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage }))
     } satisfies Agent
   })

@@ -86,6 +86,13 @@ export interface Service {
   readonly mode: Effect.Effect<Mode>
   readonly setMode: (mode: Mode) => Effect.Effect<void>
   readonly rules: Effect.Effect<ReadonlyArray<Rule>>
+  /** The mode and rules as they are now, for checkpoints. A service without it turns checkpoints off. */
+  readonly checkpoint?:
+    | {
+        readonly save: Effect.Effect<unknown>
+        readonly restore: (state: unknown) => Effect.Effect<void>
+      }
+    | undefined
 }
 
 export class Approvals extends Context.Tag("@musekit/core/Approvals")<Approvals, Service>() {}
@@ -171,7 +178,16 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
         }),
       mode: Ref.get(mode),
       setMode: (m) => Ref.set(mode, m),
-      rules: Ref.get(rules)
+      rules: Ref.get(rules),
+      checkpoint: {
+        save: Effect.map(Effect.all([Ref.get(mode), Ref.get(rules)]), ([m, rs]) => ({ mode: m, rules: rs })),
+        restore: (state) =>
+          Effect.gen(function* () {
+            const st = state as { mode: Mode; rules: ReadonlyArray<Rule> }
+            yield* Ref.set(mode, st.mode)
+            yield* Ref.set(rules, st.rules)
+          })
+      }
     }
   })
 

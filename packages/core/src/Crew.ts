@@ -110,6 +110,23 @@ interface Member {
   signal: Deferred.Deferred<void>
   agent: Agent.Agent | undefined
   fiber: Fiber.RuntimeFiber<void, never> | undefined
+  /** A plugin gave the member its own workspace (e.g. a worktree). */
+  ownWorkspace: boolean
+}
+
+/** The crew between tasks of the main agent, as JSON data (kept in checkpoints). */
+export interface State {
+  readonly members: ReadonlyArray<{
+    readonly name: string
+    readonly role: string
+    readonly status: Status
+    readonly tasks: number
+    readonly consumed: ReadonlyArray<string>
+    readonly agent: Agent.State | null
+  }>
+  /** Delegations per role so far (the next member a role's delegation goes to). */
+  readonly assigned: Record<string, number>
+  readonly policy: unknown
 }
 
 export interface Options {
@@ -120,6 +137,8 @@ export interface Options {
   /** Review rounds before a change is reported anyway (default 2); 0 disables review. */
   readonly reviewRounds?: number | undefined
   readonly budget?: Agent.Budget | undefined
+  /** Start from a saved state (`save` at an idle point, from a checkpoint): members come back with their conversations. */
+  readonly restore?: State | undefined
 }
 
 export interface Service {
@@ -150,6 +169,11 @@ export interface Service {
   /** Stop the crew: members end (replaying, they first finish their recorded events; a member's divergence fails it). */
   readonly shutdown: Effect.Effect<void, Recorder.Divergence>
   readonly roles: ReadonlyArray<Plugin.Role>
+  /**
+   * The crew's state, when it can be saved: every member quiet (idle, failed or stopped) with an
+   * empty mailbox, none in a workspace of its own, and a report policy that saves its state.
+   */
+  readonly save: Effect.Effect<State | undefined>
 }
 
 const reportTool = (name: string, policy: ReportPolicy.Service) =>
@@ -353,27 +377,32 @@ export const make = (
         return { verdict: round >= reviewRounds ? ("unresolved" as const) : ("approve" as const), rounds: round }
       })
 
-    const memberLoop = (m: Member): Effect.Effect<void, Recorder.RecorderError | CrewError> =>
+    const makeAgent = (m: Member, workspace: Workspace.Service | undefined, restore: Agent.State | undefined) =>
+      Agent.make({
+        name: m.name,
+        instructions: `${protocol(m.name)}\n\n${m.role.instructions}`,
+        tools: m.role.tools,
+        budget: options.budget,
+        extraTools: [reportTool(m.name, policy), ...(m.role.name === "reviewer" ? [verdictTool(deliver, m.name)] : [])],
+        workspace,
+        restore
+      }).pipe(
+        Effect.provide(context),
+        Effect.provideService(Approvals.Prompter, memberPrompter(m)),
+        Effect.provideService(Recorder.Recorder, rec)
+      )
+
+    /** A member's life; `restored`: it was spawned before the checkpoint it comes back from. */
+    const memberLoop = (m: Member, restored: boolean): Effect.Effect<void, Recorder.RecorderError | CrewError> =>
       Effect.gen(function* () {
-        const spawned = yield* plugins.onSpawn({ agent: m.name, role: m.role })
-        yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
-        const agent =
-          m.agent ??
-          (yield* Agent.make({
-            name: m.name,
-            instructions: `${protocol(m.name)}\n\n${m.role.instructions}`,
-            tools: m.role.tools,
-            budget: options.budget,
-            extraTools: [
-              reportTool(m.name, policy),
-              ...(m.role.name === "reviewer" ? [verdictTool(deliver, m.name)] : [])
-            ],
-            workspace: spawned?.workspace
-          }).pipe(
-            Effect.provide(context),
-            Effect.provideService(Approvals.Prompter, memberPrompter(m)),
-            Effect.provideService(Recorder.Recorder, rec)
-          ))
+        let workspace: Workspace.Service | undefined
+        if (!restored) {
+          const spawned = yield* plugins.onSpawn({ agent: m.name, role: m.role })
+          yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
+          workspace = spawned?.workspace
+          if (spawned) m.ownWorkspace = true
+        }
+        const agent = m.agent ?? (yield* makeAgent(m, workspace, undefined))
         m.agent = agent
         while (true) {
           m.status = "idle"
@@ -421,9 +450,9 @@ export const make = (
         }
       })
 
-    const startMember = (m: Member): Effect.Effect<void> =>
+    const startMember = (m: Member, restored = false): Effect.Effect<void> =>
       Effect.gen(function* () {
-        const fiber = yield* memberLoop(m).pipe(
+        const fiber = yield* memberLoop(m, restored).pipe(
           Effect.catchAll((e) =>
             e._tag === "ReplayEnded" || e._tag === "Interrupted"
               ? Effect.void
@@ -476,7 +505,8 @@ export const make = (
           consumed: new Set(),
           signal: yield* Deferred.make<void>(),
           agent: undefined,
-          fiber: undefined
+          fiber: undefined,
+          ownWorkspace: false
         }
         members.set(memberName, m)
         yield* startMember(m)
@@ -608,7 +638,53 @@ export const make = (
         }
         yield* Fiber.interruptAll(fibers)
         if (fatal) return yield* fatal
+      }),
+      save: Effect.gen(function* () {
+        if (!policy.checkpoint) return undefined
+        const saved: Array<State["members"][number]> = []
+        for (const m of members.values()) {
+          const quiet = m.status === "idle" || m.status === "failed" || m.status === "stopped"
+          if (!quiet || m.mailbox.length > 0 || m.ownWorkspace || (yield* rec.replaying(m.name))) return undefined
+          saved.push({
+            name: m.name,
+            role: m.role.name,
+            status: m.status,
+            tasks: m.tasks,
+            consumed: [...m.consumed],
+            agent: m.agent ? yield* m.agent.save : null
+          })
+        }
+        return { members: saved, assigned: Object.fromEntries(assigned), policy: yield* policy.checkpoint.save }
       })
+    }
+
+    if (options.restore) {
+      const state = options.restore
+      if (policy.checkpoint) yield* policy.checkpoint.restore(state.policy)
+      for (const [role, n] of Object.entries(state.assigned)) assigned.set(role, n)
+      for (const saved of state.members) {
+        const role = roleMap.get(saved.role)
+        if (!role)
+          return yield* Effect.dieMessage(
+            `a checkpoint names crew role ${saved.role}, which this session does not have`
+          )
+        const m: Member = {
+          name: saved.name,
+          role,
+          status: saved.status,
+          task: null,
+          tasks: saved.tasks,
+          mailbox: [],
+          consumed: new Set(saved.consumed),
+          signal: yield* Deferred.make<void>(),
+          agent: undefined,
+          fiber: undefined,
+          ownWorkspace: false
+        }
+        members.set(m.name, m)
+        m.agent = yield* makeAgent(m, undefined, saved.agent ?? undefined)
+        if (m.status === "idle") yield* startMember(m, true)
+      }
     }
 
     const mainTools: ReadonlyArray<Tools.Definition> = [

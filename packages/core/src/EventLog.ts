@@ -128,6 +128,8 @@ export interface Service {
   readonly stream: (fromSeq?: number) => Stream.Stream<Event.Envelope, EventLogError>
   /** Sequence number of the last durable event, -1 for an empty log. */
   readonly lastSeq: Effect.Effect<number>
+  /** Whether every event handed out so far is durable (nothing `enqueue`d waits for a later append). */
+  readonly settled: Effect.Effect<boolean>
   /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
   readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
@@ -371,6 +373,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       read,
       stream,
       lastSeq: Effect.sync(() => durableSeq),
+      settled: Effect.sync(() => durableSeq === nextSeq - 1),
       putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
       getBlob: backend.getBlob
     } satisfies Service

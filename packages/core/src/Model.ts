@@ -123,6 +123,16 @@ export interface Service {
     request: Request,
     options?: GenerateOptions
   ) => Effect.Effect<Result, ModelError | Recorder.RecorderError>
+  /**
+   * What the service remembers between requests (each agent's previous prompt, so a request
+   * records only what is new), for checkpoints. A service without it turns checkpoints off.
+   */
+  readonly checkpoint?:
+    | {
+        readonly save: Effect.Effect<unknown>
+        readonly restore: (state: unknown) => Effect.Effect<void>
+      }
+    | undefined
 }
 
 export class Model extends Context.Tag("@musekit/core/Model")<Model, Service>() {}
@@ -361,7 +371,21 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
         return { reply: value, event: outcome }
       })
 
-    return { name, generate } satisfies Service
+    const checkpoint: Service["checkpoint"] = {
+      save: Effect.sync(() =>
+        Object.fromEntries([...previous].map(([agent, st]) => [agent, { json: [...st.json], chain: [...st.chain] }]))
+      ),
+      restore: (state) =>
+        Effect.sync(() => {
+          previous.clear()
+          for (const [agent, st] of Object.entries(
+            state as Record<string, { json: Array<string>; chain: Array<string> }>
+          ))
+            previous.set(agent, { json: [...st.json], chain: [...st.chain] })
+        })
+    }
+
+    return { name, generate, checkpoint } satisfies Service
   })
 
 /** The recorded model over a `LanguageModel` layer in context. */

@@ -128,6 +128,21 @@ export interface Hooks {
   readonly onEvent?: Hook<Event.Envelope, void> | undefined
 }
 
+/**
+ * How a plugin's state between turns is kept in checkpoints (the folded state of a session at an
+ * idle point, which resume restores instead of re-running the session from its start).
+ * `"stateless"`: nothing to keep. Otherwise `save` returns the state as JSON data, or `undefined`
+ * when it cannot be saved now (then no checkpoint is taken), and `restore` puts it back in a new
+ * run. Both run with the session's `Recorder` in context (one plugin value may serve several
+ * sessions). A plugin that declares nothing turns checkpoints off for the sessions it is in.
+ */
+export type Checkpointing =
+  | "stateless"
+  | {
+      readonly save: Effect.Effect<unknown, never, Recorder.Recorder>
+      readonly restore: (state: unknown) => Effect.Effect<void, never, Recorder.Recorder>
+    }
+
 export interface Plugin {
   readonly name: string
   readonly layer?: Layer.Layer<any, any, any> | undefined
@@ -135,6 +150,8 @@ export interface Plugin {
   readonly tools?: ReadonlyArray<Tools.Definition> | undefined
   readonly skills?: ReadonlyArray<Skill.Skill> | undefined
   readonly roles?: ReadonlyArray<Role> | undefined
+  /** What the plugin keeps between turns, for checkpoints (see `Checkpointing`). */
+  readonly checkpoint?: Checkpointing | undefined
 }
 
 export const make = (options: Plugin): Plugin => {
@@ -175,6 +192,10 @@ export interface Service {
   readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
   readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined, Recorder.RecorderError>
   readonly onEvent: (event: Event.Envelope) => Effect.Effect<void>
+  /** Every plugin's state by name, or `undefined` when one of them cannot be saved (now or at all). */
+  readonly save: Effect.Effect<Record<string, unknown> | undefined, never, Recorder.Recorder>
+  /** Put back what `save` returned (plugins missing from `states` are left as they are). */
+  readonly restore: (states: Record<string, unknown>) => Effect.Effect<void, never, Recorder.Recorder>
 }
 
 export class Plugins extends Context.Tag("@musekit/core/Plugins")<Plugins, Service>() {}
@@ -238,9 +259,39 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
       afterToolCall: (input) => Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
       onSpawn: firstWins(spawn),
       onEvent: (event) =>
-        Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true }))
+        Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true })),
+      // with the same services as the hooks, so a plugin keyed by the session's recorder sees the same one
+      save: run(saveAll(plugins)),
+      restore: (states) => run(restoreAll(plugins)(states))
     } satisfies Service
   })
+
+const saveAll = (
+  plugins: ReadonlyArray<Plugin>
+): Effect.Effect<Record<string, unknown> | undefined, never, Recorder.Recorder> =>
+  Effect.gen(function* () {
+    const out: Record<string, unknown> = {}
+    for (const p of plugins) {
+      if (p.checkpoint === "stateless") continue
+      if (p.checkpoint === undefined) return undefined
+      const state: unknown = yield* p.checkpoint.save
+      if (state === undefined) return undefined
+      out[p.name] = state
+    }
+    return out
+  })
+
+const restoreAll =
+  (plugins: ReadonlyArray<Plugin>) =>
+  (states: Record<string, unknown>): Effect.Effect<void, never, Recorder.Recorder> =>
+    Effect.forEach(
+      plugins,
+      (p) =>
+        p.checkpoint !== undefined && p.checkpoint !== "stateless" && p.name in states
+          ? p.checkpoint.restore(states[p.name])
+          : Effect.void,
+      { discard: true }
+    )
 
 export const empty: Service = {
   plugins: [],
@@ -252,7 +303,9 @@ export const empty: Service = {
   beforeToolCall: () => Effect.succeed(undefined),
   afterToolCall: (i) => Effect.succeed(i.result),
   onSpawn: () => Effect.succeed(undefined),
-  onEvent: () => Effect.void
+  onEvent: () => Effect.void,
+  save: Effect.succeed({}),
+  restore: () => Effect.void
 }
 
 export const layerEmpty: Layer.Layer<Plugins> = Layer.succeed(Plugins, empty)
@@ -316,10 +369,13 @@ export const fromPromises = (options: {
   readonly hooks?: PromiseHooks | undefined
   readonly tools?: ReadonlyArray<PromiseTool> | undefined
   readonly roles?: ReadonlyArray<Role> | undefined
+  /** The plugin keeps nothing between turns that changes what is recorded (allows checkpoints). */
+  readonly stateless?: boolean | undefined
 }): Plugin => {
   const h = options.hooks ?? {}
   return make({
     name: options.name,
+    checkpoint: options.stateless ? "stateless" : undefined,
     hooks: {
       transformPrompt: fromPromise(h.transformPrompt, "transformPrompt", options.name),
       transformContext: fromPromise(h.transformContext, "transformContext", options.name),

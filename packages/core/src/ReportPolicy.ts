@@ -38,6 +38,13 @@ export interface Service {
   readonly pending: Effect.Effect<number>
   /** Forget reports that were delivered (replayed deliveries after a resume). */
   readonly delivered: (ids: ReadonlyArray<string>) => Effect.Effect<void>
+  /** The policy's state as JSON data, for checkpoints. A policy without it turns checkpoints off. */
+  readonly checkpoint?:
+    | {
+        readonly save: Effect.Effect<unknown>
+        readonly restore: (state: unknown) => Effect.Effect<void>
+      }
+    | undefined
 }
 
 export class ReportPolicy extends Context.Tag("@musekit/core/ReportPolicy")<ReportPolicy, Service>() {}
@@ -122,7 +129,30 @@ export const make = (options: Options = {}): Service => {
           const i = queue.findIndex((r) => r.id === id)
           if (i >= 0) queue.splice(i, 1)
         }
-      })
+      }),
+    checkpoint: {
+      save: Effect.sync(() => ({
+        queue: [...queue],
+        done: [...done],
+        boundary,
+        // -Infinity is not JSON
+        lastNotable: Number.isFinite(lastNotable) ? lastNotable : null
+      })),
+      restore: (state) =>
+        Effect.sync(() => {
+          const st = state as {
+            queue: Array<Report>
+            done: Array<string>
+            boundary: number
+            lastNotable: number | null
+          }
+          queue.splice(0, queue.length, ...st.queue)
+          done.clear()
+          for (const id of st.done) done.add(id)
+          boundary = st.boundary
+          lastNotable = st.lastNotable ?? Number.NEGATIVE_INFINITY
+        })
+    }
   }
 }
 

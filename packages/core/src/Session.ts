@@ -83,6 +83,11 @@ export const replay = <A, E, R>(
 export interface ResumeOptions {
   readonly redactor?: Redactor.Redactor | undefined
   readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+  /**
+   * The recorded events to replay before going live (default: the whole log). A program restored
+   * from a checkpoint replays only the events after it.
+   */
+  readonly events?: ReadonlyArray<Event.Envelope> | undefined
 }
 
 /**
@@ -95,7 +100,7 @@ export const resume = <A, E, R>(
 ): Effect.Effect<A, E | EventLog.EventLogError, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
   Effect.gen(function* () {
     const log = yield* EventLog.EventLog
-    const events = yield* EventLog.readAll(log)
+    const events = options.events ?? (yield* EventLog.readAll(log))
     const rec = Recorder.makeReplay({
       events,
       mode: "resume",

@@ -9,6 +9,7 @@
  * sessions/<id>.jsonl          the log (mode 0600)
  * sessions/<id>.lock           pid of the process writing it
  * sessions/<id>.jsonl.torn-<n> bytes cut from a torn tail on open, kept for inspection
+ * sessions/<id>.checkpoint.json the session's state at its latest checkpoint (see `Checkpoint`)
  * blobs/<ab>/<sha256>          payloads too large for an event line
  * ```
  *
@@ -29,8 +30,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
-import { Event, EventLog, Redactor } from "@musekit/core"
-import { Chunk, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Checkpoint, Event, EventLog, Redactor } from "@musekit/core"
+import { Chunk, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
 
 /** The default state directory for sessions and blobs. */
 export const defaultDir = (env: NodeJS.ProcessEnv = process.env): string =>
@@ -534,3 +535,37 @@ export const layer = (
   options: Options & EventLog.OpenOptions & { readonly session: string }
 ): Layer.Layer<EventLog.EventLog, EventLog.EventLogError> =>
   Layer.scoped(EventLog.EventLog, open(options.session, { redactor: envRedactor(), ...options }))
+
+/** Where a session's checkpoint is kept. */
+export const checkpointFile = (dir: string, session: string) =>
+  sessionFile(dir, session).replace(/\.jsonl$/, ".checkpoint.json")
+
+/**
+ * Replace the session's checkpoint: written to a temporary file and renamed over the old one, so a
+ * crash leaves the old checkpoint or the new one. Not synced: a lost checkpoint costs only speed.
+ */
+export const writeCheckpoint = (
+  dir: string,
+  checkpoint: Checkpoint.Checkpoint,
+  redactor: Redactor.Redactor
+): Effect.Effect<void, EventLog.EventLogError> =>
+  Effect.try({
+    try: () => {
+      const file = checkpointFile(dir, checkpoint.session)
+      const tmp = `${file}.tmp-${process.pid}`
+      fs.writeFileSync(tmp, Checkpoint.encode(checkpoint, redactor), { mode: 0o600 })
+      fs.renameSync(tmp, file)
+    },
+    catch: sys(checkpoint.session, "checkpoint write")
+  })
+
+/** The session's checkpoint, or why there is none to use (missing, unreadable, not a checkpoint). */
+export const readCheckpoint = (dir: string, session: string): Either.Either<Checkpoint.Checkpoint, string> => {
+  let text: string
+  try {
+    text = fs.readFileSync(checkpointFile(dir, session), "utf8")
+  } catch (e) {
+    return Either.left((e as NodeJS.ErrnoException).code === "ENOENT" ? "none" : (e as Error).message)
+  }
+  return Checkpoint.decode(text)
+}

@@ -22,6 +22,7 @@ import type { LanguageModel } from "@effect/ai"
 import {
   Agent,
   Approvals,
+  Checkpoint,
   Crew,
   type Event,
   EventLog,
@@ -33,7 +34,7 @@ import {
   Tools,
   Workspace
 } from "@musekit/core"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as CodingTools from "./CodingTools.js"
 import * as EventLogFile from "./EventLogFile.js"
 import * as WorkspaceNode from "./WorkspaceNode.js"
@@ -143,6 +144,18 @@ export interface Io {
   /** Text for the user's eyes (skills use it). */
   readonly output?: ((text: string) => Effect.Effect<void>) | undefined
   readonly onTurn?: ((result: Agent.TurnResult) => Effect.Effect<void>) | undefined
+  /** Told how a resume starts, before it replays anything. */
+  readonly onResume?: ((info: ResumeInfo) => Effect.Effect<void>) | undefined
+}
+
+/** How a resume starts. */
+export interface ResumeInfo {
+  /** Seq of the checkpoint restored, or `null` when the whole log is replayed. */
+  readonly checkpoint: number | null
+  /** Events replayed before the session goes on live. */
+  readonly replaying: number
+  /** Why the checkpoint file was not used, if there was one. */
+  readonly ignored: string | null
 }
 
 export interface Services {
@@ -159,24 +172,80 @@ export interface Outcome {
   readonly usage: Model.Usage
 }
 
+/** The session's state between user inputs, as JSON data (what a checkpoint keeps). */
+export interface State {
+  readonly config: Config
+  readonly main: Agent.State
+  readonly model: unknown
+  readonly approvals: unknown
+  readonly crew: Crew.State | null
+  readonly plugins: Record<string, unknown>
+}
+
+export interface ProgramOptions {
+  /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
+  readonly restore?: State | undefined
+  /**
+   * Checkpoints: at each idle point (every agent quiet, before the next user input) where `due`
+   * says so, the state is saved and handed to `write`. Nothing is saved while the session is
+   * still replaying, or when a part of it cannot be saved (a plugin without `checkpoint`, a skill
+   * that has run, a crew member in a worktree).
+   */
+  readonly checkpoints?:
+    | {
+        readonly due: Effect.Effect<boolean>
+        readonly write: (state: State) => Effect.Effect<void>
+      }
+    | undefined
+}
+
 /**
  * The session program. It records `session.started` with the config, then serves user inputs
  * until there are none. Provide a `Recorder` (`Session.run`, `replay` or `resume` do).
  */
-export const program = (cfg: Config, io: Io, _services?: Services) =>
+export const program = (cfg: Config, io: Io, _services?: Services, options: ProgramOptions = {}) =>
   Effect.gen(function* () {
     const rec = yield* Recorder.Recorder
-    yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
-    const crew = cfg.crew ? yield* Crew.make({ budget: cfg.budget }) : undefined
+    const restore = options.restore
+    if (!restore) {
+      yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
+    }
+    const model = yield* Model.Model
+    const plugins = yield* Plugin.Plugins
+    const approvals = yield* Approvals.Approvals
+    if (restore) {
+      if (!model.checkpoint || !approvals.checkpoint) {
+        return yield* Effect.dieMessage("restoring a checkpoint needs a Model and Approvals service that keep state")
+      }
+      yield* model.checkpoint.restore(restore.model)
+      yield* approvals.checkpoint.restore(restore.approvals)
+      yield* plugins.restore(restore.plugins)
+    }
+    const crew = cfg.crew ? yield* Crew.make({ budget: cfg.budget, restore: restore?.crew ?? undefined }) : undefined
     const main = yield* Agent.make({
       name: "main",
       instructions: cfg.instructions,
       budget: cfg.budget,
       extraTools: crew?.tools ?? [],
-      inbox: crew?.inbox
+      inbox: crew?.inbox,
+      restore: restore?.main
     })
-    const plugins = yield* Plugin.Plugins
-    const approvals = yield* Approvals.Approvals
+    /** The state now, or `undefined` when a part of it cannot be saved. */
+    const save = Effect.gen(function* () {
+      if (!model.checkpoint || !approvals.checkpoint) return undefined
+      const crewState = crew ? yield* crew.save : null
+      if (crewState === undefined) return undefined
+      const pluginStates = yield* plugins.save
+      if (pluginStates === undefined) return undefined
+      return {
+        config: cfg,
+        main: yield* main.save,
+        model: yield* model.checkpoint.save,
+        approvals: yield* approvals.checkpoint.save,
+        crew: crewState,
+        plugins: pluginStates
+      } satisfies State
+    })
     const skills = Skill.makeRegistry(plugins.skills)
     const sendOptions: Agent.SendOptions = {
       onText: io.onText ? (d) => io.onText!("main", d) : undefined,
@@ -185,6 +254,10 @@ export const program = (cfg: Config, io: Io, _services?: Services) =>
     const output = io.output ?? (() => Effect.void)
     const turns: Array<Agent.TurnResult> = []
     while (true) {
+      if (options.checkpoints && !(yield* rec.replaying("main")) && (yield* options.checkpoints.due)) {
+        const state = yield* save
+        if (state) yield* options.checkpoints.write(state)
+      }
       const got = yield* Recorder.poll<string>({
         agent: "main",
         type: "user.input",
@@ -262,28 +335,147 @@ export interface StartOptions {
   readonly services: Services
   /** State directory (default `EventLogFile.defaultDir()`). */
   readonly dir?: string | undefined
+  /**
+   * Take a checkpoint (`sessions/<id>.checkpoint.json`) at the first idle point after this many
+   * events since the last one, so a resume replays only what came after it. Default 1,000; 0 = never.
+   */
+  readonly checkpointEvery?: number | undefined
 }
+
+/** Default events between checkpoints. */
+export const CHECKPOINT_EVERY = 1000
+
+/** Checkpoints of the session whose log is in context, written beside it. */
+const checkpointsFor = (options: {
+  readonly dir: string
+  readonly every: number
+  /** Seq of the checkpoint the run started from (-1: none). */
+  readonly from: number
+}): Effect.Effect<ProgramOptions["checkpoints"], never, EventLog.EventLog> =>
+  Effect.gen(function* () {
+    if (options.every <= 0) return undefined
+    const log = yield* EventLog.EventLog
+    const redactor = EventLogFile.envRedactor()
+    let last = options.from
+    return {
+      due: Effect.gen(function* () {
+        // state includes every event handed out; the checkpoint must name one that is durable
+        if (!(yield* log.settled)) return false
+        return (yield* log.lastSeq) - last >= options.every
+      }),
+      write: (state) =>
+        Effect.gen(function* () {
+          const at = yield* Checkpoint.eventAt(log, yield* log.lastSeq)
+          if (!at) return
+          yield* EventLogFile.writeCheckpoint(
+            options.dir,
+            Checkpoint.make({ session: log.sessionId, at, state }),
+            redactor
+          )
+          last = at.seq
+        }).pipe(Effect.ignore) // a checkpoint that could not be written costs only resume speed
+    }
+  })
 
 /** Start a new session, recording to the durable file log. */
 export const start = (options: StartOptions) =>
-  Session.run(
-    program(options.config, options.io, options.services).pipe(
-      Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
-    ),
-    { onEvent: options.io.onEvent }
-  ).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
+  Effect.gen(function* () {
+    const checkpoints = yield* checkpointsFor({
+      dir: options.dir ?? EventLogFile.defaultDir(),
+      every: options.checkpointEvery ?? CHECKPOINT_EVERY,
+      from: -1
+    })
+    return yield* Session.run(
+      program(options.config, options.io, options.services, { checkpoints }).pipe(
+        Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
+      ),
+      { onEvent: options.io.onEvent }
+    )
+  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
 
-/** Continue a session after a crash or a stop: replay its log, settle what was in flight, go on live. */
-export const resume = (options: Omit<StartOptions, "config"> & { readonly config?: Config | undefined }) =>
+const isState = (u: unknown): u is State => {
+  const s = u as State
+  return (
+    typeof u === "object" &&
+    u !== null &&
+    typeof s.config === "object" &&
+    typeof s.main === "object" &&
+    s.main !== null &&
+    Array.isArray(s.main.history) &&
+    typeof s.plugins === "object" &&
+    s.plugins !== null
+  )
+}
+
+/**
+ * The session's usable checkpoint and the events after it; or, when there is none (or it does not
+ * match the log), every event. `ignored` says why a checkpoint file was not used.
+ */
+export const restorePoint = (
+  dir: string,
+  session: string
+): Effect.Effect<
+  {
+    readonly state: State | undefined
+    readonly from: number
+    readonly events: ReadonlyArray<Event.Envelope>
+    readonly ignored: string | undefined
+  },
+  EventLog.EventLogError,
+  EventLog.EventLog
+> =>
   Effect.gen(function* () {
     const log = yield* EventLog.EventLog
-    const events = yield* EventLog.readAll(log)
-    const cfg = options.config ?? (yield* configOf(events))
+    const read = EventLogFile.readCheckpoint(dir, session)
+    let ignored: string | undefined
+    if (Either.isRight(read)) {
+      const cp = read.right
+      const why = isState(cp.state) ? yield* Checkpoint.mismatch(log, cp) : "its state is incomplete"
+      if (why === undefined) {
+        const events = yield* EventLog.readAll(log, cp.seq + 1)
+        return { state: cp.state as State, from: cp.seq, events, ignored }
+      }
+      ignored = why
+    } else if (read.left !== "none") ignored = read.left
+    return { state: undefined, from: -1, events: yield* EventLog.readAll(log), ignored }
+  })
+
+/**
+ * Continue a session after a crash or a stop: restore its latest checkpoint (if it matches the
+ * log) and replay the events after it — or replay the whole log — then settle what was in flight
+ * and go on live.
+ */
+export const resume = (
+  options: Omit<StartOptions, "config"> & {
+    readonly config?: Config | undefined
+    /** `false`: ignore the checkpoint and replay the whole log. */
+    readonly useCheckpoint?: boolean | undefined
+  }
+) =>
+  Effect.gen(function* () {
+    const dir = options.dir ?? EventLogFile.defaultDir()
+    const point =
+      options.useCheckpoint === false
+        ? { state: undefined, from: -1, events: yield* EventLog.readAll(yield* EventLog.EventLog) }
+        : yield* restorePoint(dir, options.session)
+    if (options.io.onResume) {
+      yield* options.io.onResume({
+        checkpoint: point.state ? point.from : null,
+        replaying: point.events.length,
+        ignored: ("ignored" in point ? point.ignored : undefined) ?? null
+      })
+    }
+    const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
+    const checkpoints = yield* checkpointsFor({
+      dir,
+      every: options.checkpointEvery ?? CHECKPOINT_EVERY,
+      from: point.from
+    })
     return yield* Session.resume(
-      program(cfg, options.io, options.services).pipe(
+      program(cfg, options.io, options.services, { restore: point.state, checkpoints }).pipe(
         Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
       ),
-      { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor() }
+      { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
     )
   }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session })))
 

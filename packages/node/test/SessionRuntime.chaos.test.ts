@@ -49,6 +49,8 @@ afterAll(() => {
 interface Run {
   readonly child: ChildProcess
   readonly acks: Array<{ seq: number; type: string }>
+  /** `resumed <checkpoint seq or -1> <replayed events>` lines. */
+  readonly resumed: Array<{ checkpoint: number; replaying: number }>
   readonly ready: Promise<void>
   readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
   readonly stderr: () => string
@@ -60,6 +62,7 @@ const launch = (state: string, session: string, root: string, flavour = "solo", 
     stdio: ["ignore", "pipe", "pipe"]
   })
   const acks: Array<{ seq: number; type: string }> = []
+  const resumed: Array<{ checkpoint: number; replaying: number }> = []
   let err = ""
   let buf = ""
   let onReady = () => {}
@@ -73,13 +76,14 @@ const launch = (state: string, session: string, root: string, flavour = "solo", 
       nl = buf.indexOf("\n")
       if (word === "ready") onReady()
       else if (word === "ack") acks.push({ seq: Number(seq), type: type! })
+      else if (word === "resumed") resumed.push({ checkpoint: Number(seq), replaying: Number(type) })
     }
   })
   child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c))
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
     child.on("close", (code, signal) => r({ code, signal }))
   )
-  return { child, acks, ready, exit, stderr: () => err }
+  return { child, acks, resumed, ready, exit, stderr: () => err }
 }
 
 const newRoot = () => {
@@ -192,6 +196,71 @@ describe("SessionRuntime under SIGKILL", () => {
       expect(withoutTime(await read(state, "s"), root)).toEqual(withoutTime(reference, refRoot))
     }
     expect(snapshot(root)).toEqual(snapshot(refRoot))
+  }, 600_000)
+})
+
+describe("checkpoints under SIGKILL", () => {
+  it("resumes from checkpoints after random kills to the same events and workspace as an uninterrupted run", async () => {
+    const calls = 160
+    const refRoot = newRoot()
+    const refState = fs.mkdtempSync(path.join(work, "state-"))
+    const ref = launch(refState, "p", refRoot, "parts", calls)
+    expect((await ref.exit).code, ref.stderr()).toBe(0)
+    const reference = await read(refState, "p")
+    expect(reference.filter((e) => e.type === "user.input").length).toBe(8)
+
+    const root = newRoot()
+    const state = fs.mkdtempSync(path.join(work, "state-"))
+    let kills = 0
+    let runs = 0
+    let finished = false
+    const restored: Array<{ checkpoint: number; replaying: number }> = []
+    while (!finished && runs < 100) {
+      runs++
+      const before = (await read(state, "p")).length
+      const run = launch(state, "p", root, "parts", calls)
+      const target = before + 1 + Math.floor(Math.random() * 60)
+      let timer: NodeJS.Timeout | undefined
+      if (kills < 20) {
+        const watch = setInterval(() => {
+          if (run.acks.some((a) => a.seq >= target)) {
+            clearInterval(watch)
+            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
+          }
+        }, 1)
+        run.exit.then(() => clearInterval(watch))
+      }
+      const exit = await run.exit
+      if (timer) clearTimeout(timer)
+      const events = await read(state, "p")
+      for (const ack of run.acks) {
+        expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} missing after kill ${kills}`).toBe(ack.type)
+      }
+      restored.push(...run.resumed.filter((r) => r.checkpoint >= 0))
+      if (exit.signal === "SIGKILL") kills++
+      else {
+        expect(exit.code, run.stderr()).toBe(0)
+        finished = true
+      }
+    }
+    expect(finished).toBe(true)
+    expect(kills).toBeGreaterThanOrEqual(15)
+    // most resumes came back from a checkpoint and replayed only what followed it
+    expect(restored.length).toBeGreaterThanOrEqual(5)
+    process.stdout.write(
+      `checkpoint chaos: ${kills} kills over ${runs} runs, ${restored.length} resumes from a checkpoint (replaying ${restored
+        .map((r) => r.replaying)
+        .join(", ")} events)\n`
+    )
+    const got = withoutTime(await read(state, "p"), root)
+    const want = withoutTime(reference, refRoot)
+    const firstDiff = got.findIndex((l, i) => l !== want[i])
+    expect(firstDiff === -1 ? "" : `seq ${firstDiff}:\n got  ${got[firstDiff]}\n want ${want[firstDiff]}`).toBe("")
+    expect(got).toEqual(want)
+    expect(snapshot(root)).toEqual(snapshot(refRoot))
+    // the whole log still replays exactly from its start
+    const report = await Effect.runPromise(SessionRuntime.replay({ session: "p", dir: state, verify: true }))
+    expect(report.matched).toBe(want.length)
   }, 600_000)
 })
 

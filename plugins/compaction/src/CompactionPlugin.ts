@@ -260,6 +260,14 @@ export const make = (options: Options = {}): Plugin.Plugin => {
 
   return Plugin.make({
     name: "compaction",
+    // the compactions so far per agent, which number the next one
+    checkpoint: {
+      save: Effect.map(Recorder.Recorder, (rec) => Object.fromEntries(sessions.get(rec) ?? [])),
+      restore: (state) =>
+        Effect.map(Recorder.Recorder, (rec) => {
+          sessions.set(rec, new Map(Object.entries(state as Record<string, number>)))
+        })
+    },
     hooks: {
       transformContext: {
         // after other context transforms, so it sees (and budgets) everything that will be sent

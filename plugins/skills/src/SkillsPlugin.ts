@@ -31,8 +31,8 @@
  * // with Skill.SkillContext provided ({ agent, crew, output })
  * ```
  */
-import { type Agent, Plugin, Skill } from "@musekit/core"
-import { Effect, Schema } from "effect"
+import { type Agent, Plugin, Recorder, Skill } from "@musekit/core"
+import { Effect, Option, Schema } from "effect"
 import * as Goal from "./Goal.js"
 import { passThrough, skillError } from "./internal/common.js"
 import * as GoalRun from "./internal/goal.js"
@@ -314,8 +314,27 @@ export const skills = (options: Options = {}): ReadonlyArray<Skill.Skill> => {
   return [...builtins, ...files.filter((s) => !taken.has(s.name))]
 }
 
-/** The plugin (named `skills`). */
-export const make = (options: Options = {}): Plugin.Plugin => Plugin.make({ name: "skills", skills: skills(options) })
+/**
+ * The plugin (named `skills`). A skill keeps its plan and its own agents in memory, so a session
+ * in which a skill has run takes no more checkpoints (resume replays it from the start).
+ */
+export const make = (options: Options = {}): Plugin.Plugin => {
+  // sessions (by recorder) in which a skill ran
+  const ran = new WeakSet<object>()
+  const mark = Effect.flatMap(Effect.serviceOption(Recorder.Recorder), (rec) =>
+    Effect.sync(() => {
+      if (Option.isSome(rec)) ran.add(rec.value)
+    })
+  )
+  return Plugin.make({
+    name: "skills",
+    skills: skills(options).map((s) => ({ ...s, run: (args: any) => Effect.zipRight(mark, s.run(args)) })),
+    checkpoint: {
+      save: Effect.map(Recorder.Recorder, (rec) => (ran.has(rec) ? undefined : {})),
+      restore: () => Effect.void
+    }
+  })
+}
 
 /**
  * Load the `SKILL.md` files (`SkillFiles.load`) and make the plugin. Files that could not be used

@@ -196,4 +196,4 @@ export const transformPrompt =
  * `maxNativeBytes`, `mentions` and `cwd`.
  */
 export const make = (options: Options = {}): Plugin.Plugin =>
-  Plugin.make({ name: "video", hooks: { transformPrompt: transformPrompt(options) } })
+  Plugin.make({ name: "video", checkpoint: "stateless", hooks: { transformPrompt: transformPrompt(options) } })

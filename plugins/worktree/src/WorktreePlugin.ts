@@ -121,6 +121,8 @@ export const make = (options: Options): Plugin.Plugin => {
     name: "worktree",
     layer: Worktrees.layer(options),
     hooks: { onSpawn },
+    // its state is the members' worktrees, and a crew with a member in a worktree takes no checkpoints
+    checkpoint: "stateless",
     // the registry runs plugin tools with the plugins' layers, so `Worktrees` is there
     tools
   })

@@ -277,7 +277,11 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
-      prompter: headlessPrompter(prepared.config.approvalMode, em.note)
+      prompter: headlessPrompter(prepared.config.approvalMode, em.note),
+      onResume: (info) =>
+        Effect.sync(() => {
+          if (info.ignored) em.note(`checkpoint not used (${info.ignored}); replaying the whole log`)
+        })
     }
     const program = SessionRuntime.resume({
       session,

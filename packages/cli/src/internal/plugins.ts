@@ -49,20 +49,46 @@ export const compactSkill: Skill.Skill<string, any> = Skill.make({
 
 type ContextHandler = (input: Plugin.ContextInput) => Effect.Effect<ReadonlyArray<unknown>, never, any>
 
-let compactionHandler: Promise<ContextHandler | undefined> | undefined
-const loadCompaction = (): Promise<ContextHandler | undefined> => {
-  compactionHandler ??= import("@musekit/plugin-compaction").then(
+interface Compaction {
+  readonly handler: ContextHandler
+  readonly checkpoint: Plugin.Checkpointing | undefined
+}
+
+let compactionModule: Promise<Compaction | undefined> | undefined
+const loadCompaction = (): Promise<Compaction | undefined> => {
+  compactionModule ??= import("@musekit/plugin-compaction").then(
     (m: any) => {
       const plugin = m?.CompactionPlugin?.make?.({ contextWindow: ModelInfo.contextWindow }) as
         | Plugin.Plugin
         | undefined
       const hook = plugin?.hooks?.transformContext
-      return (typeof hook === "function" ? hook : hook?.handler) as ContextHandler | undefined
+      const handler = (typeof hook === "function" ? hook : hook?.handler) as ContextHandler | undefined
+      return handler ? { handler, checkpoint: plugin?.checkpoint } : undefined
     },
     () => undefined
   )
-  return compactionHandler
+  return compactionModule
 }
+
+/**
+ * The compaction plugin's state restored from a checkpoint, per session, until the plugin is
+ * loaded (it is loaded on first need, which may be long after the resume).
+ */
+const restoredCompaction = new WeakMap<object, unknown>()
+let loadedCompaction: Compaction | undefined
+
+const innerState = (c: Compaction) => (c.checkpoint && c.checkpoint !== "stateless" ? c.checkpoint : undefined)
+
+/** Hand a restored state to the loaded plugin (with the session's recorder in context). */
+const applyRestored = (c: Compaction) =>
+  Effect.gen(function* () {
+    const rec = yield* Recorder.Recorder
+    const inner = innerState(c)
+    if (!inner || !restoredCompaction.has(rec)) return
+    const state = restoredCompaction.get(rec)
+    restoredCompaction.delete(rec)
+    yield* inner.restore(state)
+  })
 
 /**
  * Whether a context is certainly below the compaction trigger, without loading the tokenizer. The
@@ -87,6 +113,24 @@ const certainlySmall = (input: Plugin.ContextInput): boolean => {
 const compactionPlugin = (): Plugin.Plugin => ({
   name: "compaction",
   skills: [compactSkill],
+  checkpoint: {
+    save: Effect.gen(function* () {
+      const rec = yield* Recorder.Recorder
+      const inner = loadedCompaction ? innerState(loadedCompaction) : undefined
+      let compactions: unknown = restoredCompaction.get(rec) ?? {}
+      if (inner && !restoredCompaction.has(rec)) compactions = yield* inner.save
+      if (compactions === undefined) return undefined
+      return { pending: [...requestsOf(rec)], compactions }
+    }),
+    restore: (state) =>
+      Effect.gen(function* () {
+        const rec = yield* Recorder.Recorder
+        const st = state as { pending: ReadonlyArray<string>; compactions: unknown }
+        for (const agent of st.pending) requestsOf(rec).add(agent)
+        restoredCompaction.set(rec, st.compactions)
+        if (loadedCompaction) yield* applyRestored(loadedCompaction)
+      })
+  },
   hooks: {
     transformContext: {
       order: "post",
@@ -96,9 +140,11 @@ const compactionPlugin = (): Plugin.Plugin => ({
           const requested = Option.isSome(rec) && requestsOf(rec.value).delete(input.agent)
           const force = input.force || requested
           if (!force && certainlySmall(input)) return input.messages
-          const handler = yield* Effect.promise(loadCompaction)
-          if (!handler) return input.messages
-          return (yield* handler({ ...input, force })) as typeof input.messages
+          const compaction = yield* Effect.promise(loadCompaction)
+          if (!compaction) return input.messages
+          loadedCompaction = compaction
+          if (Option.isSome(rec)) yield* Effect.provideService(applyRestored(compaction), Recorder.Recorder, rec.value)
+          return (yield* compaction.handler({ ...input, force })) as typeof input.messages
         }) as Effect.Effect<typeof input.messages, never, never>
     }
   }
@@ -126,6 +172,7 @@ const VIDEO = /\.(mp4|m4v|mov|webm|mkv|avi)\b/i
 
 const videoPlugin = (cwd: string): Plugin.Plugin => ({
   name: "video",
+  checkpoint: "stateless",
   hooks: {
     transformPrompt: (input) =>
       input.attachments.length === 0 && !input.content.some((p) => p.type === "text" && VIDEO.test(p.text))

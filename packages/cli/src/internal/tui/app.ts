@@ -742,6 +742,10 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       onText: (agent, delta) => Effect.sync(() => (agent === "main" ? app.text(delta) : undefined)),
       onToolOutput: (_callId, chunk) => Effect.sync(() => app.toolOutput(chunk)),
       onEvent: (e) => Effect.sync(() => app.onEvent(e)),
+      onResume: (info) =>
+        Effect.sync(() => {
+          if (info.ignored) app.print([`checkpoint not used (${info.ignored}); replaying the whole log`])
+        }),
       output: (text) => Effect.sync(() => app.print([...text.replace(/\n$/, "").split("\n"), ""]))
     }
     const services = (events: ReadonlyArray<Event.Envelope>): SessionRuntime.Services => ({
