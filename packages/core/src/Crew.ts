@@ -110,8 +110,8 @@ interface Member {
   signal: Deferred.Deferred<void>
   agent: Agent.Agent | undefined
   fiber: Fiber.RuntimeFiber<void, never> | undefined
-  /** A plugin gave the member its own workspace (e.g. a worktree). */
-  ownWorkspace: boolean
+  /** A plugin gave the member its own workspace (e.g. a worktree): what its spawn recorded. */
+  ownWorkspace: { readonly info: unknown } | undefined
 }
 
 /** The crew between tasks of the main agent, as JSON data (kept in checkpoints). */
@@ -123,6 +123,8 @@ export interface State {
     readonly tasks: number
     readonly consumed: ReadonlyArray<string>
     readonly agent: Agent.State | null
+    /** What the member's spawn recorded about a workspace of its own (e.g. its worktree), if it has one. */
+    readonly workspace?: unknown
   }>
   /** Delegations per role so far (the next member a role's delegation goes to). */
   readonly assigned: Record<string, number>
@@ -400,7 +402,7 @@ export const make = (
           const spawned = yield* plugins.onSpawn({ agent: m.name, role: m.role })
           yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
           workspace = spawned?.workspace
-          if (spawned) m.ownWorkspace = true
+          if (spawned) m.ownWorkspace = { info: spawned.info ?? null }
         }
         const agent = m.agent ?? (yield* makeAgent(m, workspace, undefined))
         m.agent = agent
@@ -506,7 +508,7 @@ export const make = (
           signal: yield* Deferred.make<void>(),
           agent: undefined,
           fiber: undefined,
-          ownWorkspace: false
+          ownWorkspace: undefined
         }
         members.set(memberName, m)
         yield* startMember(m)
@@ -644,14 +646,16 @@ export const make = (
         const saved: Array<State["members"][number]> = []
         for (const m of members.values()) {
           const quiet = m.status === "idle" || m.status === "failed" || m.status === "stopped"
-          if (!quiet || m.mailbox.length > 0 || m.ownWorkspace || (yield* rec.replaying(m.name))) return undefined
+          if (!quiet || m.mailbox.length > 0 || (yield* rec.replaying(m.name))) return undefined
+          if (m.ownWorkspace && !plugins.restoresSpawns) return undefined
           saved.push({
             name: m.name,
             role: m.role.name,
             status: m.status,
             tasks: m.tasks,
             consumed: [...m.consumed],
-            agent: m.agent ? yield* m.agent.save : null
+            agent: m.agent ? yield* m.agent.save : null,
+            ...(m.ownWorkspace ? { workspace: m.ownWorkspace.info } : {})
           })
         }
         return { members: saved, assigned: Object.fromEntries(assigned), policy: yield* policy.checkpoint.save }
@@ -679,10 +683,21 @@ export const make = (
           signal: yield* Deferred.make<void>(),
           agent: undefined,
           fiber: undefined,
-          ownWorkspace: false
+          ownWorkspace: undefined
         }
         members.set(m.name, m)
-        m.agent = yield* makeAgent(m, undefined, saved.agent ?? undefined)
+        let workspace: Workspace.Service | undefined
+        if (saved.workspace !== undefined) {
+          const back = yield* plugins.onRestore({ agent: m.name, role, info: saved.workspace })
+          if (!back) {
+            return yield* Effect.dieMessage(
+              `a checkpoint has crew member ${m.name} in a workspace of its own, and no plugin gives it back`
+            )
+          }
+          workspace = back.workspace
+          m.ownWorkspace = { info: saved.workspace }
+        }
+        m.agent = yield* makeAgent(m, workspace, saved.agent ?? undefined)
         if (m.status === "idle") yield* startMember(m, true)
       }
     }

@@ -104,6 +104,13 @@ export interface SpawnInfo {
   readonly paths?: ReadonlyArray<string> | undefined
 }
 
+/** A crew member coming back from a checkpoint, with what its spawn recorded (`SpawnResult.info`). */
+export interface RestoreInfo {
+  readonly agent: string
+  readonly role: Role
+  readonly info: unknown
+}
+
 export interface SpawnResult {
   readonly workspace: Workspace.Service
   /** Extra data recorded with the spawn (e.g. the worktree path and branch). */
@@ -125,6 +132,11 @@ export interface Hooks {
   readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
   /** May fail only with the recorder's errors: those end the member (and a replay reports them). */
   readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined, Recorder.RecorderError> | undefined
+  /**
+   * A member that got its workspace from this plugin's `onSpawn` is restored from a checkpoint:
+   * give its workspace back (records nothing). Without it, such members turn checkpoints off.
+   */
+  readonly onRestore?: Hook<RestoreInfo, SpawnResult | undefined> | undefined
   readonly onEvent?: Hook<Event.Envelope, void> | undefined
 }
 
@@ -191,6 +203,9 @@ export interface Service {
   readonly beforeToolCall: (input: ToolCallInfo) => Effect.Effect<BeforeToolCall | undefined>
   readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
   readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined, Recorder.RecorderError>
+  readonly onRestore: (input: RestoreInfo) => Effect.Effect<SpawnResult | undefined>
+  /** Whether some plugin gives back the workspaces its `onSpawn` gave (`onRestore`). */
+  readonly restoresSpawns: boolean
   readonly onEvent: (event: Event.Envelope) => Effect.Effect<void>
   /** Every plugin's state by name, or `undefined` when one of them cannot be saved (now or at all). */
   readonly save: Effect.Effect<Record<string, unknown> | undefined, never, Recorder.Recorder>
@@ -240,6 +255,7 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
     const before = orderedHandlers(plugins, (h) => h.beforeToolCall)
     const after = orderedHandlers(plugins, (h) => h.afterToolCall)
     const spawn = orderedHandlers(plugins, (h) => h.onSpawn)
+    const restoreSpawn = orderedHandlers(plugins, (h) => h.onRestore)
     const observers = orderedHandlers(plugins, (h) => h.onEvent)
     return {
       plugins,
@@ -258,6 +274,8 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
       beforeToolCall: firstWins(before),
       afterToolCall: (input) => Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
       onSpawn: firstWins(spawn),
+      onRestore: firstWins(restoreSpawn),
+      restoresSpawns: restoreSpawn.length > 0,
       onEvent: (event) =>
         Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true })),
       // with the same services as the hooks, so a plugin keyed by the session's recorder sees the same one
@@ -303,6 +321,8 @@ export const empty: Service = {
   beforeToolCall: () => Effect.succeed(undefined),
   afterToolCall: (i) => Effect.succeed(i.result),
   onSpawn: () => Effect.succeed(undefined),
+  onRestore: () => Effect.succeed(undefined),
+  restoresSpawns: false,
   onEvent: () => Effect.void,
   save: Effect.succeed({}),
   restore: () => Effect.void

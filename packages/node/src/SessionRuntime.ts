@@ -53,7 +53,12 @@ export const Config = Schema.Struct({
     turns: Schema.optional(Schema.Number),
     tokens: Schema.optional(Schema.Number),
     wallMs: Schema.optional(Schema.Number)
-  })
+  }),
+  /**
+   * Names of the plugins the session runs with, so a replay or a resume can put the same set
+   * together (absent in sessions that did not say).
+   */
+  plugins: Schema.optional(Schema.Array(Schema.String))
 })
 export type Config = typeof Config.Type
 
@@ -118,6 +123,8 @@ export const config = (options: {
   readonly crew?: boolean | undefined
   readonly budget?: Agent.Budget | undefined
   readonly title?: string | undefined
+  /** Names of the plugins the session runs with (recorded; see `Config.plugins`). */
+  readonly plugins?: ReadonlyArray<string> | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -130,7 +137,8 @@ export const config = (options: {
     ...(options.budget?.turns !== undefined ? { turns: options.budget.turns } : {}),
     ...(options.budget?.tokens !== undefined ? { tokens: options.budget.tokens } : {}),
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
-  }
+  },
+  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */

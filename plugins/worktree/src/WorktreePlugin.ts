@@ -17,12 +17,40 @@
  */
 import { Plugin, Recorder, Tools, Workspace } from "@musekit/core"
 import { WorkspaceNode } from "@musekit/node"
-import { Effect, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as Worktrees from "./Worktrees.js"
 
 export interface Options extends Worktrees.Options {
   /** Roles whose members get a worktree (default: every role that writes). */
   readonly roles?: ReadonlyArray<string> | undefined
+  /**
+   * For `replay`: git is never run, not even to open the repository (which need not exist any
+   * more); every allocation and tool result comes from the log.
+   */
+  readonly replaying?: boolean | undefined
+}
+
+/** The service for a replay: nothing may reach git. */
+const replayingService = (options: Options): Worktrees.Service => {
+  const never = (what: string) =>
+    Effect.dieMessage(`worktree ${what} during a replay: replays take every git result from the log`)
+  return {
+    repo: options.repo,
+    sessionId: options.sessionId,
+    base: "",
+    dir: "",
+    dirty: options.dirty ?? "ignore",
+    plan: () => never("plan"),
+    allocate: () => never("allocate"),
+    get: () => never("get"),
+    list: Effect.succeed([]),
+    commit: () => never("commit"),
+    diff: () => never("diff"),
+    merge: () => never("merge"),
+    release: () => never("release"),
+    cleanup: () => never("cleanup"),
+    reattach: () => never("reattach")
+  }
 }
 
 const describe = (e: unknown) =>
@@ -117,11 +145,26 @@ export const make = (options: Options): Plugin.Plugin => {
     })
   ]
 
+  /** A member restored from a checkpoint: its worktree, as its spawn recorded it. */
+  const onRestore = (info: Plugin.RestoreInfo) =>
+    Effect.gen(function* () {
+      const allocation = info.info as Worktrees.Allocation | null
+      if (!allocation || typeof allocation.path !== "string") return undefined
+      const rec = yield* Recorder.Recorder
+      if (rec.mode !== "replay") {
+        // known to the service again (for diff and merge), recreated if a crash lost it
+        const worktrees = yield* Worktrees.Worktrees
+        yield* Effect.ignore(worktrees.reattach([allocation]))
+      }
+      const workspace = yield* workspaceFor(allocation, rec.mode)
+      return { workspace, info: allocation } satisfies Plugin.SpawnResult
+    })
+
   return Plugin.make({
     name: "worktree",
-    layer: Worktrees.layer(options),
-    hooks: { onSpawn },
-    // its state is the members' worktrees, and a crew with a member in a worktree takes no checkpoints
+    layer: options.replaying ? Layer.succeed(Worktrees.Worktrees, replayingService(options)) : Worktrees.layer(options),
+    hooks: { onSpawn, onRestore },
+    // its state is the members' worktrees: checkpoints keep each member's allocation, `onRestore` reattaches it
     checkpoint: "stateless",
     // the registry runs plugin tools with the plugins' layers, so `Worktrees` is there
     tools

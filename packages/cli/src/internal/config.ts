@@ -22,6 +22,8 @@ export const ConfigFile = Schema.Struct({
   rules: Schema.optional(Schema.Array(Approvals.Rule)),
   /** Start the crew of background agents (default true). */
   crew: Schema.optional(Schema.Boolean),
+  /** In a git repository, give every writing crew member a git worktree of its own (default true). */
+  worktrees: Schema.optional(Schema.Boolean),
   /** Limits per task: model calls, tokens, wall time in milliseconds. */
   budget: Schema.optional(
     Schema.Struct({
@@ -64,7 +66,9 @@ const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>):
   const out: Array<string> = []
   for (const { path: p, messages, unknown } of byPath.values()) {
     if (unknown) {
-      out.push(`  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, budget, stateDir)`)
+      out.push(
+        `  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, worktrees, budget, stateDir)`
+      )
       continue
     }
     if (messages.length === 0) continue

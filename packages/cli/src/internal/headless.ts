@@ -217,12 +217,13 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
         message: 'muse run needs a task: muse run "fix the failing test"'
       })
     }
+    const session = EventLogFile.newSessionId()
     const prepared = yield* Session.prepareNew(
       options.flags,
       options.env,
+      session,
       task.length > 80 ? `${task.slice(0, 79)}…` : task
     )
-    const session = EventLogFile.newSessionId()
     const em = emitter(options.format, options.streams, () => 0)
     if (options.format === "stream-json") {
       options.streams.stdout.write(

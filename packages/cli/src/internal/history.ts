@@ -282,7 +282,10 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     const config = yield* SessionRuntime.configOf(events).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: e.message }))
     )
-    const plugins = yield* Plugins.make({ root: config.root })
+    const plugins = yield* Plugins.make({
+      root: config.root,
+      worktrees: Plugins.recordedWorktrees(config, session, true)
+    })
     const started = performance.now()
     const report = yield* (
       Tools.replay({

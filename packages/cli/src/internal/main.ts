@@ -49,6 +49,9 @@ const shared = {
     Options.optional
   ),
   noCrew: Options.boolean("no-crew").pipe(Options.withDescription("run without the crew of background agents")),
+  noWorktrees: Options.boolean("no-worktrees").pipe(
+    Options.withDescription("crew members work in the checkout itself, not in git worktrees of their own")
+  ),
   cwd: Options.directory("cwd").pipe(
     Options.withDescription("the project directory (default: the current one)"),
     Options.optional
@@ -67,6 +70,7 @@ type SharedValues = {
   readonly deny: ReadonlyArray<string>
   readonly maxTurns: Option.Option<number>
   readonly noCrew: boolean
+  readonly noWorktrees: boolean
   readonly cwd: Option.Option<string>
 }
 
@@ -77,6 +81,7 @@ const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => 
   deny: v.deny,
   maxTurns: Option.getOrUndefined(v.maxTurns),
   noCrew: v.noCrew,
+  noWorktrees: v.noWorktrees,
   cwd: Option.getOrUndefined(v.cwd),
   script
 })

@@ -1,11 +1,15 @@
 /**
  * The plugins every `muse` session runs with: the skills (`/plan`, `/grill`, `/goal` and the
- * project's `SKILL.md` files), context compaction (with `/compact`) and video input. `replay`
- * builds the same set, so recorded sessions replay exactly. Compaction and video are loaded when a
- * session first needs them (a large context, a prompt with a video), not at start-up.
+ * project's `SKILL.md` files), context compaction (with `/compact`), video input and — in a git
+ * repository, with the crew — a git worktree for every writing crew member. The session records
+ * the names of its plugins, and `resume` and `replay` build the same set, so recorded sessions
+ * replay exactly. Compaction and video are loaded when a session first needs them (a large
+ * context, a prompt with a video), not at start-up.
  */
+import { spawnSync } from "node:child_process"
 import { type Plugin, Recorder, Skill } from "@musekit/core"
 import * as SkillsPackage from "@musekit/plugin-skills"
+import { WorktreePlugin } from "@musekit/plugin-worktree"
 import { Effect, Option } from "effect"
 import * as ModelInfo from "./modelInfo.js"
 
@@ -19,7 +23,16 @@ export interface PluginSet {
   readonly skills: ReadonlyArray<SkillInfo>
   /** Problems worth showing (a SKILL.md that could not be used, a plugin that is missing). */
   readonly warnings: ReadonlyArray<string>
+  /** The plugins' names, as the session records them. */
+  readonly names: ReadonlyArray<string>
 }
+
+/** The worktree option for a recorded session: on when it was recorded with the worktree plugin. */
+export const recordedWorktrees = (
+  config: { readonly plugins?: ReadonlyArray<string> | undefined },
+  sessionId: string,
+  replaying = false
+) => (config.plugins?.includes("worktree") ? { sessionId, replaying } : undefined)
 
 // ---------------------------------------------------------------------------------------------
 // /compact: a recorded request to compact an agent's context before its next model call
@@ -186,8 +199,27 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
 
 // ---------------------------------------------------------------------------------------------
 
+/** Whether `root` is inside a git working tree with at least one commit (worktrees start from it). */
+export const inGitRepo = (root: string): boolean => {
+  const inside = spawnSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: root, encoding: "utf8" })
+  if (inside.status !== 0 || inside.stdout.trim() !== "true") return false
+  return spawnSync("git", ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root }).status === 0
+}
+
+/** What the main agent is told when crew members work in worktrees. */
+export const worktreeInstructions = [
+  "Crew members that change files work in git worktrees of their own, branched from the commit the session started on:",
+  "their changes are not in the checkout until you merge them. When a member reports a finished change, look at it",
+  "with worktree_diff and bring it in with worktree_merge (a conflict is reported and nothing is left half-merged)."
+].join(" ")
+
 /** The plugin set for a project. */
-export const make = (options: { readonly root: string; readonly userDir?: string | null | undefined }) =>
+export const make = (options: {
+  readonly root: string
+  readonly userDir?: string | null | undefined
+  /** Give writing crew members their own git worktree (the session's id names their branches). */
+  readonly worktrees?: { readonly sessionId: string; readonly replaying?: boolean | undefined } | undefined
+}) =>
   Effect.gen(function* () {
     const warnings: Array<string> = []
     const plugins: Array<Plugin.PluginInput> = []
@@ -207,10 +239,24 @@ export const make = (options: { readonly root: string; readonly userDir?: string
     else warnings.push("@musekit/plugin-skills is not available: /plan, /grill and /goal are off")
     plugins.push(compactionPlugin())
     plugins.push(videoPlugin(options.root))
+    if (options.worktrees) {
+      plugins.push(
+        WorktreePlugin.make({
+          repo: options.root,
+          sessionId: options.worktrees.sessionId,
+          replaying: options.worktrees.replaying
+        })
+      )
+    }
     const skills: Array<SkillInfo> = []
     for (const p of plugins) {
       if (!p || Array.isArray(p)) continue
       for (const s of (p as Plugin.Plugin).skills ?? []) skills.push({ name: s.name, description: s.description })
     }
-    return { plugins, skills, warnings } satisfies PluginSet
+    return {
+      plugins,
+      skills,
+      warnings,
+      names: plugins.flatMap((p) => (p && !Array.isArray(p) ? [(p as Plugin.Plugin).name] : []))
+    } satisfies PluginSet
   })

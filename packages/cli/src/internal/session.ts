@@ -21,6 +21,8 @@ export interface Flags {
   readonly maxTurns?: number | undefined
   readonly noCrew: boolean
   readonly cwd?: string | undefined
+  /** Crew members share the checkout instead of working in git worktrees of their own. */
+  readonly noWorktrees?: boolean | undefined
   /** Hidden test flag: a scripted model from this file. */
   readonly script?: string | undefined
 }
@@ -57,8 +59,8 @@ export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<strin
 
 const scriptedSpec = (file: string) => `scripted/${path.basename(file).replace(/(\.script)?\.json$/, "")}`
 
-/** Everything a new session needs. */
-export const prepareNew = (flags: Flags, env: Env, title = ""): Effect.Effect<Prepared, CliError> =>
+/** Everything a new session needs (`session`: the id it will get, which names its worktree branches). */
+export const prepareNew = (flags: Flags, env: Env, session: string, title = ""): Effect.Effect<Prepared, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env)
@@ -90,21 +92,28 @@ export const prepareNew = (flags: Flags, env: Env, title = ""): Effect.Effect<Pr
         message: `--max-turns must be a whole number of at least 1, got ${turns}`
       })
     }
+    const crew = flags.noCrew ? false : (loaded.project?.crew ?? loaded.user?.crew ?? true)
+    const worktrees =
+      crew &&
+      !flags.noWorktrees &&
+      (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
+      Plugins.inGitRepo(root)
+    const plugins = yield* Plugins.make({ root, worktrees: worktrees ? { sessionId: session } : undefined })
     const config = SessionRuntime.config({
       root,
       title,
+      plugins: plugins.names,
       model: choice.spec,
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
-      instructions: SessionRuntime.instructionsFor(root),
-      crew: flags.noCrew ? false : (loaded.project?.crew ?? loaded.user?.crew ?? true),
+      instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),
+      crew,
       budget: {
         ...(turns !== undefined ? { turns } : {}),
         ...(budget.tokens !== undefined ? { tokens: budget.tokens } : {}),
         ...(budget.wallMs !== undefined ? { wallMs: budget.wallMs } : {})
       }
     })
-    const plugins = yield* Plugins.make({ root })
     return {
       root,
       stateDir: Config.stateDir(loaded, env.env),
@@ -162,7 +171,7 @@ export const prepareResume = (
       scriptFlag: flags.script,
       onRequest: env.onRequest
     })
-    const plugins = yield* Plugins.make({ root: config.root })
+    const plugins = yield* Plugins.make({ root: config.root, worktrees: Plugins.recordedWorktrees(config, session) })
     return {
       root: config.root,
       stateDir,

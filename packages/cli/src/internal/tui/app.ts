@@ -685,8 +685,8 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       prepared = r
       past = r.events
     } else {
-      prepared = yield* Session.prepareNew(options.flags, options.env)
       session = EventLogFile.newSessionId()
+      prepared = yield* Session.prepareNew(options.flags, options.env, session)
     }
     const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
     const stdin = options.stdin
