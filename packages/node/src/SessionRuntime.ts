@@ -196,8 +196,8 @@ export interface ProgramOptions {
   /**
    * Checkpoints: at each idle point (every agent quiet, before the next user input) where `due`
    * says so, the state is saved and handed to `write`. Nothing is saved while the session is
-   * still replaying, or when a part of it cannot be saved (a plugin without `checkpoint`, a skill
-   * that has run, a crew member in a worktree).
+   * still replaying, or when a part of it cannot be saved (a plugin without `checkpoint`, a crew
+   * member in a workspace of its own that no plugin gives back).
    */
   readonly checkpoints?:
     | {

@@ -32,11 +32,12 @@
  * ```
  */
 import { type Agent, Plugin, Recorder, Skill } from "@musekit/core"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as Goal from "./Goal.js"
 import { passThrough, skillError } from "./internal/common.js"
 import * as GoalRun from "./internal/goal.js"
 import * as Planning from "./internal/planning.js"
+import * as SkillState from "./internal/state.js"
 import { stateOf } from "./internal/state.js"
 import * as Plan from "./Plan.js"
 import * as Prompts from "./Prompts.js"
@@ -175,7 +176,7 @@ export const plan = (options: Options = {}): Skill.Skill<string, any> => {
           "plan",
           Effect.gen(function* () {
             const ctx = yield* Skill.SkillContext
-            const st = stateOf(ctx.agent)
+            const st = yield* stateOf(ctx.agent)
             const g = flag(args, "--grill")
             const task = g.rest
             let cur = st.current
@@ -227,7 +228,7 @@ export const grill = (options: Options = {}): Skill.Skill<string, any> => {
           "grill",
           Effect.gen(function* () {
             const ctx = yield* Skill.SkillContext
-            const st = stateOf(ctx.agent)
+            const st = yield* stateOf(ctx.agent)
             let text = args.trim()
             let rounds = settings.rounds
             const m = /(^|\s)--rounds(?:=|\s+)(\S+)/.exec(text)
@@ -315,26 +316,18 @@ export const skills = (options: Options = {}): ReadonlyArray<Skill.Skill> => {
 }
 
 /**
- * The plugin (named `skills`). A skill keeps its plan and its own agents in memory, so a session
- * in which a skill has run takes no more checkpoints (resume replays it from the start).
+ * The plugin (named `skills`). Its state between user inputs (the current plan, counters, the
+ * planner's, reviewer's and judge's conversations) is kept in checkpoints.
  */
-export const make = (options: Options = {}): Plugin.Plugin => {
-  // sessions (by recorder) in which a skill ran
-  const ran = new WeakSet<object>()
-  const mark = Effect.flatMap(Effect.serviceOption(Recorder.Recorder), (rec) =>
-    Effect.sync(() => {
-      if (Option.isSome(rec)) ran.add(rec.value)
-    })
-  )
-  return Plugin.make({
+export const make = (options: Options = {}): Plugin.Plugin =>
+  Plugin.make({
     name: "skills",
-    skills: skills(options).map((s) => ({ ...s, run: (args: any) => Effect.zipRight(mark, s.run(args)) })),
+    skills: skills(options),
     checkpoint: {
-      save: Effect.map(Recorder.Recorder, (rec) => (ran.has(rec) ? undefined : {})),
-      restore: () => Effect.void
+      save: Effect.flatMap(Recorder.Recorder, (rec) => SkillState.save(rec)),
+      restore: (state) => Effect.map(Recorder.Recorder, (rec) => SkillState.restore(rec, state))
     }
   })
-}
 
 /**
  * Load the `SKILL.md` files (`SkillFiles.load`) and make the plugin. Files that could not be used

@@ -63,14 +63,15 @@ const takeVerdict = (st: State): Verdict | undefined => {
 
 const judgeOf = (ctx: Ctx, settings: Settings) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     if (!st.judge) {
       st.judge = yield* Agent.make({
         name: helperName(ctx.agent.name, settings.judge.name),
         instructions: settings.judge.instructions,
         tools: settings.judge.tools,
         budget: settings.judge.budget,
-        extraTools: [submitVerdictTool(st)]
+        extraTools: [submitVerdictTool(st)],
+        restore: st.restored.judge
       })
     }
     return st.judge
@@ -81,7 +82,7 @@ const fence = (text: string) => `\`\`\`\n${text.trimEnd()}\n\`\`\``
 /** Work on `args.objective` until it holds, the budget runs out, or the agent fails. */
 export const run = (ctx: Ctx, settings: Settings, args: Goal.Args) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     const owner = ctx.agent.name
     st.goals++
     const goal = `goal-${st.goals}`

@@ -110,33 +110,35 @@ const takeFindings = (st: State): Grill.Findings | undefined => {
 // Helper agents
 // ---------------------------------------------------------------------------------------------
 
-const makeHelper = (ctx: Ctx, helper: Helper, extra: Tools.Definition) =>
+const makeHelper = (ctx: Ctx, helper: Helper, extra: Tools.Definition, restore: Agent.State | undefined) =>
   Agent.make({
     name: helperName(ctx.agent.name, helper.name),
     instructions: helper.instructions,
     tools: helper.tools,
     budget: helper.budget,
-    extraTools: [extra]
+    extraTools: [extra],
+    restore
   })
 
 const plannerOf = (ctx: Ctx, settings: Settings) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
-    if (!st.planner) st.planner = yield* makeHelper(ctx, settings.planner, submitPlanTool(st))
+    const st = yield* stateOf(ctx.agent)
+    if (!st.planner) st.planner = yield* makeHelper(ctx, settings.planner, submitPlanTool(st), st.restored.planner)
     return st.planner
   })
 
 const reviewerOf = (ctx: Ctx, settings: Settings) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
-    if (!st.reviewer) st.reviewer = yield* makeHelper(ctx, settings.reviewer, submitFindingsTool(st))
+    const st = yield* stateOf(ctx.agent)
+    if (!st.reviewer)
+      st.reviewer = yield* makeHelper(ctx, settings.reviewer, submitFindingsTool(st), st.restored.reviewer)
     return st.reviewer
   })
 
 /** Ask the planner for a plan; nudge it once if it answers without submitting one. */
 const askPlanner = (ctx: Ctx, settings: Settings, message: string) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     const planner = yield* plannerOf(ctx, settings)
     st.submittedPlan = undefined
     let r = yield* planner.send(message)
@@ -177,7 +179,7 @@ export const propose = (ctx: Ctx, settings: Settings, task: string) =>
 /** Make `plan` the current plan (version 1), recorded as `plan.proposed`. */
 export const adopt = (ctx: Ctx, task: string, plan: Plan.Plan) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     st.plans++
     const cur: CurrentPlan = { id: `plan-${st.plans}`, task, plan, version: 1, status: "proposed" }
     st.current = cur
@@ -237,7 +239,7 @@ export interface GrillResult {
 /** Review rounds by the reviewer agent, each followed by a revision while blocking findings remain. */
 export const grill = (ctx: Ctx, settings: Settings, cur: CurrentPlan, rounds: number) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     const reviewer = yield* reviewerOf(ctx, settings)
     let blocking: ReadonlyArray<Grill.Finding> = []
     for (let round = 1; round <= rounds; round++) {
@@ -426,7 +428,7 @@ export interface Outcome {
 /** Run an approved plan: steps in dependency order, independent ones on the crew when there is one. */
 export const execute = (ctx: Ctx, settings: Settings, cur: CurrentPlan) =>
   Effect.gen(function* () {
-    const st = stateOf(ctx.agent)
+    const st = yield* stateOf(ctx.agent)
     st.executions++
     const run = st.executions
     const owner = ctx.agent.name

@@ -1,4 +1,5 @@
-import type { Agent } from "@musekit/core"
+import { type Agent, Recorder } from "@musekit/core"
+import { Effect, Option } from "effect"
 import type { Findings } from "../Grill.js"
 import type { Plan, Status } from "../Plan.js"
 
@@ -18,9 +19,9 @@ export interface Verdict {
 }
 
 /**
- * In-session state of the skills for one agent. It is never the source of truth: it is rebuilt by
- * re-running the program (live, replayed or resumed), because the internal tools that fill it run
- * again on replay and everything else comes from recorded events.
+ * In-session state of the skills for one agent. It is rebuilt by re-running the program (live,
+ * replayed or resumed), because the internal tools that fill it run again on replay and everything
+ * else comes from recorded events; checkpoints keep it (`save` / `restore`) between user inputs.
  */
 export interface State {
   current: CurrentPlan | undefined
@@ -38,25 +39,81 @@ export interface State {
   submittedVerdict: Verdict | undefined
 }
 
-const states = new WeakMap<Agent.Agent, State>()
+/** Saved helper agents, made with this state when a skill first needs them again. */
+export interface RestoredAgents {
+  readonly planner?: Agent.State | undefined
+  readonly reviewer?: Agent.State | undefined
+  readonly judge?: Agent.State | undefined
+}
 
-/** The state of the skills run for `agent` (one per agent object, so one per program run). */
-export const stateOf = (agent: Agent.Agent): State => {
-  let s = states.get(agent)
-  if (!s) {
-    s = {
-      current: undefined,
-      plans: 0,
-      executions: 0,
-      goals: 0,
-      planner: undefined,
-      reviewer: undefined,
-      judge: undefined,
-      submittedPlan: undefined,
-      submittedFindings: undefined,
-      submittedVerdict: undefined
+const fresh = (restored: RestoredAgents = {}): State & { restored: RestoredAgents } => ({
+  current: undefined,
+  plans: 0,
+  executions: 0,
+  goals: 0,
+  planner: undefined,
+  reviewer: undefined,
+  judge: undefined,
+  submittedPlan: undefined,
+  submittedFindings: undefined,
+  submittedVerdict: undefined,
+  restored
+})
+
+// one state per agent per program run: keyed by the run's recorder (or, without one, the agent object)
+const byRecorder = new WeakMap<object, Map<string, State & { restored: RestoredAgents }>>()
+const byAgent = new WeakMap<Agent.Agent, State & { restored: RestoredAgents }>()
+
+/** The state of the skills run for `agent` in this program run. */
+export const stateOf = (agent: Agent.Agent): Effect.Effect<State & { readonly restored: RestoredAgents }> =>
+  Effect.map(Effect.serviceOption(Recorder.Recorder), (rec) => {
+    if (Option.isNone(rec)) {
+      let s = byAgent.get(agent)
+      if (!s) byAgent.set(agent, (s = fresh()))
+      return s
     }
+    let states = byRecorder.get(rec.value)
+    if (!states) byRecorder.set(rec.value, (states = new Map()))
+    let s = states.get(agent.name)
+    if (!s) states.set(agent.name, (s = fresh()))
+    return s
+  })
+
+/** Every agent's skill state in the run `rec` records, as JSON data; `undefined` while a skill is mid-way. */
+export const save = (rec: object): Effect.Effect<unknown> =>
+  Effect.gen(function* () {
+    const out: Record<string, unknown> = {}
+    for (const [agent, s] of byRecorder.get(rec) ?? []) {
+      if (s.submittedPlan || s.submittedFindings || s.submittedVerdict) return undefined
+      const agentState = (a: Agent.Agent | undefined, restored: Agent.State | undefined) =>
+        a ? Effect.map(a.save, (st): Agent.State | null => st) : Effect.succeed(restored ?? null)
+      out[agent] = {
+        current: s.current ?? null,
+        plans: s.plans,
+        executions: s.executions,
+        goals: s.goals,
+        planner: yield* agentState(s.planner, s.restored.planner),
+        reviewer: yield* agentState(s.reviewer, s.restored.reviewer),
+        judge: yield* agentState(s.judge, s.restored.judge)
+      }
+    }
+    return out
+  })
+
+/** Put back what `save` returned, for the run `rec` records. */
+export const restore = (rec: object, state: unknown): void => {
+  const states = new Map<string, State & { restored: RestoredAgents }>()
+  for (const [agent, raw] of Object.entries(state as Record<string, any>)) {
+    const s = fresh({
+      planner: raw.planner ?? undefined,
+      reviewer: raw.reviewer ?? undefined,
+      judge: raw.judge ?? undefined
+    })
+    s.current = raw.current ?? undefined
+    s.plans = raw.plans
+    s.executions = raw.executions
+    s.goals = raw.goals
     states.set(agent, s)
   }
-  return s
+  byRecorder.set(rec, states)
 }
