@@ -13,6 +13,7 @@
  * | `beforeToolCall`   | first result wins (block or rewrite) |
  * | `afterToolCall`    | sequential transform               |
  * | `onSpawn`          | first result wins (a workspace)    |
+ * | `onRestore`        | first result wins (the same workspace, for a member back from a checkpoint) |
  * | `onEvent`          | parallel observers                 |
  *
  * A hook is a function or `{ handler, order: "pre" | "post" }`.
