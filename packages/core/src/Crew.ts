@@ -112,6 +112,8 @@ interface Member {
   fiber: Fiber.RuntimeFiber<void, never> | undefined
   /** A plugin gave the member its own workspace (e.g. a worktree): what its spawn recorded. */
   ownWorkspace: { readonly info: unknown } | undefined
+  /** A reviewer: the workers whose review it took and has not given a verdict on yet. */
+  readonly reviewing: Set<string>
 }
 
 /** The crew between tasks of the main agent, as JSON data (kept in checkpoints). */
@@ -194,7 +196,11 @@ const reportTool = (name: string, policy: ReportPolicy.Service) =>
       Effect.as(policy.offer({ id: `${name}:${ctx.callId}`, from: name, importance, text }), { delivered: importance })
   })
 
-const verdictTool = (deliver: (letter: Letter, to: string) => Effect.Effect<void, CrewError>, name: string) =>
+const verdictTool = (
+  deliver: (letter: Letter, to: string) => Effect.Effect<void, CrewError>,
+  name: string,
+  reviewing: Set<string>
+) =>
   Tools.make({
     name: "verdict",
     description: "Give the verdict of a review: approve, or request-changes with a concrete critique.",
@@ -207,13 +213,26 @@ const verdictTool = (deliver: (letter: Letter, to: string) => Effect.Effect<void
     internal: true,
     summarize: ({ worker, verdict }) => `verdict for ${worker}: ${verdict}`,
     handler: ({ worker, verdict, critique }, ctx) =>
-      deliver(
-        { id: `${name}:${ctx.callId}`, kind: "verdict", from: name, text: critique, data: { verdict } },
-        worker
-      ).pipe(
-        Effect.as({ verdict }),
-        Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
-      )
+      // only a worker whose review this reviewer took and has not answered yet (else the verdict
+      // would land where nobody waits for it, and the worker that waits would wait forever)
+      !reviewing.has(worker)
+        ? Effect.fail(
+            new Tools.ToolError({
+              message: `${worker} is not waiting for a verdict from ${name}; ${
+                reviewing.size > 0 ? `waiting: ${[...reviewing].join(", ")}` : "no review is open"
+              }`
+            })
+          )
+        : Effect.zipRight(
+            Effect.sync(() => reviewing.delete(worker)),
+            deliver(
+              { id: `${name}:${ctx.callId}`, kind: "verdict", from: name, text: critique, data: { verdict } },
+              worker
+            ).pipe(
+              Effect.as({ verdict }),
+              Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
+            )
+          )
   })
 
 const diffsOf = (messages: ReadonlyArray<Prompt.MessageEncoded>): string => {
@@ -367,6 +386,7 @@ export const make = (
           if (Option.isNone(got)) return { verdict: "none" as const, rounds: round }
           const letter = got.value.value
           const verdict = (letter.data as { verdict: string }).verdict
+          if (verdict === "none") return { verdict: "none" as const, rounds: round }
           if (verdict !== "request-changes") return { verdict: "approve" as const, rounds: round }
           const before = yield* agent.history
           yield* agent.send(
@@ -385,7 +405,10 @@ export const make = (
         instructions: `${protocol(m.name)}\n\n${m.role.instructions}`,
         tools: m.role.tools,
         budget: options.budget,
-        extraTools: [reportTool(m.name, policy), ...(m.role.name === "reviewer" ? [verdictTool(deliver, m.name)] : [])],
+        extraTools: [
+          reportTool(m.name, policy),
+          ...(m.role.name === "reviewer" ? [verdictTool(deliver, m.name, m.reviewing)] : [])
+        ],
         workspace,
         restore
       }).pipe(
@@ -422,12 +445,26 @@ export const make = (
           m.status = "working"
           m.task = letter.text.slice(0, 120)
           m.tasks++
+          if (letter.kind === "review") m.reviewing.add(letter.from)
           yield* poke
           const before = yield* agent.history
           const result = yield* agent.send(letter.text, { budget: options.budget })
           if (letter.kind === "review" || letter.kind === "message") {
             if (letter.kind === "review") {
               yield* record(m, "crew.review.done", { worker: letter.from, text: result.text })
+              if (m.reviewing.delete(letter.from)) {
+                // the review ended without a verdict: the worker must not wait for one forever
+                yield* deliver(
+                  {
+                    id: `${letter.id}:no-verdict`,
+                    kind: "verdict",
+                    from: m.name,
+                    text: `${m.name} finished the review without a verdict: ${result.text || result.reason || ""}`,
+                    data: { verdict: "none" }
+                  },
+                  letter.from
+                )
+              }
             }
             continue
           }
@@ -508,7 +545,8 @@ export const make = (
           signal: yield* Deferred.make<void>(),
           agent: undefined,
           fiber: undefined,
-          ownWorkspace: undefined
+          ownWorkspace: undefined,
+          reviewing: new Set()
         }
         members.set(memberName, m)
         yield* startMember(m)
@@ -683,7 +721,8 @@ export const make = (
           signal: yield* Deferred.make<void>(),
           agent: undefined,
           fiber: undefined,
-          ownWorkspace: undefined
+          ownWorkspace: undefined,
+          reviewing: new Set()
         }
         members.set(m.name, m)
         let workspace: Workspace.Service | undefined

@@ -143,6 +143,55 @@ describe("Crew", () => {
       })
   )
 
+  it.live(
+    "a verdict for a worker that is not waiting is refused; a review that ends without one does not leave the worker waiting",
+    () =>
+      Effect.gen(function* () {
+        const script = routed({
+          main: (c) =>
+            c.turn === 0
+              ? Scripted.toolCalls([
+                  { id: "d1", name: "delegate", params: { to: "worker", task: "write note a" } },
+                  { id: "d2", name: "delegate", params: { to: "worker", task: "write note b" } }
+                ])
+              : Scripted.text(`ack ${c.turn}`),
+          worker: (c) => {
+            if (c.lastResults.length > 0) return Scripted.text(`done: ${c.lastUser.slice(0, 40)}`)
+            const name = c.lastUser.endsWith("a") ? "a" : "b"
+            return Scripted.toolCalls([{ name: "write_note", params: { name, text: name.toUpperCase() } }])
+          },
+          // a confused reviewer: names a worker that does not exist, then ends without a verdict
+          reviewer: (c) =>
+            c.lastResults.length > 0
+              ? Scripted.text("looks fine to me")
+              : Scripted.toolCalls([
+                  { name: "verdict", params: { worker: "worker-9", verdict: "approve", critique: "ok" } }
+                ])
+        })
+        const notes = new Map<string, string>()
+        const { events } = yield* recordLive(crewProgram(scriptedModel([script]).layer, notes, "split the work"))
+        const refused = events.filter(
+          (e) => e.type === "tool.completed" && e.agent === "reviewer-1" && (e.data as any).tool === "verdict"
+        )
+        expect(refused).toHaveLength(2)
+        for (const e of refused) {
+          expect((e.data as any).isFailure).toBe(true)
+          expect(JSON.stringify(e.data)).toContain("worker-9 is not waiting for a verdict from reviewer-1")
+        }
+        // both workers got "no verdict", finished, and reported
+        const done = events.filter((e) => e.type === "crew.task.done")
+        expect(done.map((e) => (e.data as any).review)).toEqual([
+          { verdict: "none", rounds: 1 },
+          { verdict: "none", rounds: 1 }
+        ])
+        const report = yield* Session.replay(
+          crewProgram(Model.layerLanguageModelForbidden, new Map(), "split the work"),
+          { events, verify: true }
+        )
+        expect(report.matched).toBe(events.length)
+      })
+  )
+
   it.live("100 info reports reach the main agent as a few digests", () =>
     Effect.gen(function* () {
       const script = routed({
