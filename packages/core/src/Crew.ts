@@ -489,6 +489,26 @@ export const make = (
         }
       })
 
+    /** A reviewer that ends (fails, crashes) tells the workers still waiting for its verdict. */
+    const releaseReviews = (m: Member, why: string) =>
+      Effect.forEach(
+        [...m.reviewing],
+        (worker) =>
+          Effect.ignore(
+            deliver(
+              {
+                id: `${m.name}:${m.tasks}:${worker}:no-verdict`,
+                kind: "verdict",
+                from: m.name,
+                text: `${m.name} ${why}; no verdict`,
+                data: { verdict: "none" }
+              },
+              worker
+            )
+          ),
+        { discard: true }
+      ).pipe(Effect.ensuring(Effect.sync(() => m.reviewing.clear())))
+
     const startMember = (m: Member, restored = false): Effect.Effect<void> =>
       Effect.gen(function* () {
         const fiber = yield* memberLoop(m, restored).pipe(
@@ -503,6 +523,7 @@ export const make = (
                   })
                 : Effect.gen(function* () {
                     yield* Effect.ignore(record(m, "crew.member.failed", { error: e.message }))
+                    yield* releaseReviews(m, `failed: ${e.message}`)
                     // the report is queued before the status changes, so `settle` never sees a quiet crew in between
                     yield* policy.offer({
                       id: `${m.name}:failed:${m.tasks}`,
@@ -517,6 +538,7 @@ export const make = (
             Effect.gen(function* () {
               const message = d instanceof Error ? d.message : String(d)
               yield* Effect.ignore(record(m, "crew.member.failed", { error: message }))
+              yield* releaseReviews(m, `crashed: ${message}`)
               yield* policy.offer({
                 id: `${m.name}:failed:${m.tasks}`,
                 from: m.name,

@@ -282,6 +282,30 @@ describe("Crew", () => {
     })
   )
 
+  it.live("a reviewer that crashes mid-review releases the worker waiting for its verdict", () =>
+    Effect.gen(function* () {
+      const script = routed({
+        main: (c) =>
+          c.turn === 0
+            ? Scripted.toolCalls([{ id: "d1", name: "delegate", params: { to: "worker", task: "write note a" } }])
+            : Scripted.text("ok"),
+        worker: (c) =>
+          c.lastResults.length > 0
+            ? Scripted.text("wrote a")
+            : Scripted.toolCalls([{ name: "write_note", params: { name: "a", text: "A" } }]),
+        reviewer: () => {
+          throw new Error("reviewer model exploded")
+        }
+      })
+      const { events } = yield* recordLive(crewProgram(scriptedModel([script]).layer, new Map(), "go"))
+      expect(events.find((e) => e.type === "crew.member.failed")?.agent).toBe("reviewer-1")
+      const done = events.find((e) => e.type === "crew.task.done")!
+      expect((done.data as any).review).toEqual({ verdict: "none", rounds: 1 })
+      const verdict = events.find((e) => e.type === "crew.verdict.received")!
+      expect((verdict.data as any).text).toContain("reviewer-1 crashed: reviewer model exploded; no verdict")
+    })
+  )
+
   it.live("a persistent member keeps its conversation across tasks", () =>
     Effect.gen(function* () {
       const sm = scriptedModel([
