@@ -17,6 +17,16 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
       throw e
     })
   }
+  // Node ends a process whose every task waits on something that can no longer happen with
+  // exit code 13 and no word; say what it means
+  let finished = false
+  process.on("exit", (code) => {
+    if (code === 13 && !finished) {
+      process.stderr.write(
+        "\nmuse: the session stalled: every agent was waiting and nothing was left to wake it. Its log is kept; `muse resume` continues it.\n"
+      )
+    }
+  })
   const { main } = await import("./internal/main.js")
   const code = await main({
     argv: args,
@@ -26,6 +36,7 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
     stdout: process.stdout,
     stderr: process.stderr
   })
+  finished = true
   process.exitCode = code
   // pending timers or listeners (a stopped tool, stdin) must not keep the process alive
   setImmediate(() => process.exit(code))
