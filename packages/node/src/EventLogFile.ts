@@ -132,31 +132,72 @@ const pidAlive = (pid: number): boolean => {
   }
 }
 
-/** Take the writer lock of a session: a file holding our pid; a lock of a dead process is stale. */
+/** Holder of a lock file: its pid, or `undefined` when the file is missing or holds no pid. */
+const lockHolder = (file: string): number | undefined => {
+  try {
+    const pid = Number(fs.readFileSync(file, "utf8").trim())
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Create `file` holding our pid, whole or not at all (`false`: it exists). */
+const createLockFile = (file: string): boolean => {
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`
+  fs.writeFileSync(tmp, String(process.pid), { mode: 0o600 })
+  try {
+    fs.linkSync(tmp, file)
+    return true
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false
+    throw e
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+}
+
+const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+/**
+ * Take the writer lock of a session: a file holding our pid, created whole (written aside, then
+ * linked into place). A lock whose process is gone is stale and is replaced under a second lock
+ * (`<lock>.takeover`), so of several processes that find it stale at once exactly one takes it.
+ */
 const acquireLock = (session: string, lockFile: string): Effect.Effect<void, EventLog.EventLogError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {
-        for (let attempt = 0; attempt < 3; attempt++) {
+        const takeover = `${lockFile}.takeover`
+        for (let attempt = 0; attempt < 200; attempt++) {
+          if (createLockFile(lockFile)) return
+          const pid = lockHolder(lockFile)
+          if (pid !== undefined && pidAlive(pid)) throw new EventLog.SessionLocked({ session, pid, lockFile })
+          // stale (or being replaced right now): replace it while holding the takeover lock
+          if (!createLockFile(takeover)) {
+            const holder = lockHolder(takeover)
+            if (holder !== undefined && !pidAlive(holder)) fs.rmSync(takeover, { force: true })
+            sleepSync(5)
+            continue
+          }
           try {
-            const fd = fs.openSync(lockFile, "wx", 0o600)
-            fs.writeSync(fd, String(process.pid))
-            fs.closeSync(fd)
-            return
-          } catch (e) {
-            if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
-            const pid = Number(fs.readFileSync(lockFile, "utf8").trim())
-            if (Number.isInteger(pid) && pid > 0 && pidAlive(pid)) {
-              throw new EventLog.SessionLocked({ session, pid, lockFile })
-            }
+            const now = lockHolder(lockFile)
+            if (now !== undefined && pidAlive(now)) throw new EventLog.SessionLocked({ session, pid: now, lockFile })
             fs.rmSync(lockFile, { force: true })
+            if (createLockFile(lockFile)) return
+          } finally {
+            fs.rmSync(takeover, { force: true })
           }
         }
         throw new Error(`could not take lock ${lockFile}`)
       },
       catch: (e) => (e instanceof EventLog.SessionLocked ? e : sys(session, "lock")(e))
     }),
-    () => Effect.sync(() => fs.rmSync(lockFile, { force: true }))
+    () =>
+      Effect.sync(() => {
+        // only our own lock (a take-over by another process after a pause must not be undone)
+        if (lockHolder(lockFile) === process.pid) fs.rmSync(lockFile, { force: true })
+      })
   )
 
 interface Scan {
@@ -443,21 +484,40 @@ export const readSession = (
     })
   })
 
-const readEdgeLines = (file: string, size: number) => {
+/**
+ * The first event and the last one of a log file, reading only as much of each end as it takes
+ * (64 KiB at first, doubling while a line is longer than what was read).
+ */
+const readEdges = (file: string, size: number): { first?: Event.Envelope; last?: Event.Envelope } => {
   const fd = fs.openSync(file, "r")
   try {
-    const n = Math.min(size, 65536)
-    const head = Buffer.alloc(n)
-    fs.readSync(fd, head, 0, n, 0)
-    const tail = Buffer.alloc(n)
-    fs.readSync(fd, tail, 0, n, size - n)
-    const firstNl = head.indexOf(10)
-    const first = firstNl === -1 ? undefined : head.subarray(0, firstNl)
-    const tailText = tail
-      .toString("utf8")
-      .split("\n")
-      .filter((l) => l.length > 0)
-    return { first, lastLines: tailText.reverse() }
+    const at = (position: number, n: number) => {
+      const buf = Buffer.alloc(n)
+      fs.readSync(fd, buf, 0, n, position)
+      return buf
+    }
+    let first: Event.Envelope | undefined
+    for (let n = Math.min(size, 65536); ; n = Math.min(size, n * 2)) {
+      const head = at(0, n)
+      const nl = head.indexOf(10)
+      if (nl !== -1) {
+        first = tryParse(head.subarray(0, nl))
+        break
+      }
+      if (n >= size) break
+    }
+    let last: Event.Envelope | undefined
+    for (let n = Math.min(size, 65536); ; n = Math.min(size, n * 2)) {
+      const lines = at(size - n, n)
+        .toString("utf8")
+        .split("\n")
+      // the first piece may be a cut line (unless the read started at the top of the file)
+      for (let i = lines.length - 1; i >= (n < size ? 1 : 0) && !last; i--) {
+        if (lines[i]!.length > 0) last = tryParse(lines[i]!)
+      }
+      if (last || n >= size) break
+    }
+    return { ...(first ? { first } : {}), ...(last ? { last } : {}) }
   } finally {
     fs.closeSync(fd)
   }
@@ -490,10 +550,7 @@ export const sessions = (
           out.push({ id, title: null, started: null, lastEventAt: null, events: 0, bytes: 0 })
           continue
         }
-        const { first, lastLines } = readEdgeLines(file, size)
-        const head = tryParse(first)
-        let last: Event.Envelope | undefined
-        for (const l of lastLines) if ((last = tryParse(l))) break
+        const { first: head, last } = readEdges(file, size)
         const title = head && typeof head.data === "object" && head.data !== null ? (head.data as any).title : null
         out.push({
           id,

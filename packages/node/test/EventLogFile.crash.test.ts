@@ -9,7 +9,7 @@
  * there the same source is first bundled once with esbuild (the compiler tsx itself uses) and run
  * with plain `node`.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -368,6 +368,56 @@ describe("EventLogFile under SIGKILL (real processes)", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 60_000)
+})
+
+describe("a stale lock found by several processes at once", () => {
+  let buildDir = ""
+  let bundle = ""
+  beforeAll(async () => {
+    buildDir = fs.mkdtempSync(path.join(os.tmpdir(), "muse-lock-writer-"))
+    bundle = await bundleWriter(buildDir)
+  }, 60_000)
+  afterAll(() => fs.rmSync(buildDir, { recursive: true, force: true }))
+
+  it("is taken over by exactly one of them; the others get SessionLocked naming it", async () => {
+    for (let round = 0; round < 3; round++) {
+      const dir = tmp()
+      const sessionsDir = path.join(dir, "sessions")
+      fs.mkdirSync(sessionsDir, { recursive: true })
+      fs.writeFileSync(path.join(sessionsDir, "race.jsonl"), "")
+      // the pid of a process that is gone (or, in the last round, a lock left empty by a crash)
+      const dead = spawnSync(process.execPath, ["-e", "0"]).pid
+      const lockFile = path.join(sessionsDir, "race.lock")
+      fs.writeFileSync(lockFile, round === 2 ? "" : String(dead))
+      const writers = Array.from({ length: 6 }, () => startWriter(dir, "race", { bundle }))
+      try {
+        await Promise.all(writers.map(started))
+        for (const w of writers) w.go(round)
+        const outcomes = await Promise.all(
+          writers.map((w) =>
+            Promise.race([
+              w.ready.then(() => "took it"),
+              w.closed.then(() =>
+                w.stderr().includes("is open for writing by process") ? "locked" : `failed: ${w.stderr()}`
+              )
+            ])
+          )
+        )
+        expect(
+          outcomes.filter((o) => o === "took it"),
+          outcomes.join("\n")
+        ).toHaveLength(1)
+        expect(outcomes.filter((o) => o === "locked")).toHaveLength(5)
+        const holder = writers[outcomes.indexOf("took it")]!
+        expect(fs.readFileSync(lockFile, "utf8")).toBe(String(holder.child.pid))
+        expect(fs.existsSync(`${lockFile}.takeover`)).toBe(false)
+      } finally {
+        for (const w of writers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL")
+        await Promise.all(writers.map((w) => w.closed))
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  }, 120_000)
 })
 
 describe("EventLogFile reads back and reopens what it acknowledged", () => {

@@ -163,4 +163,20 @@ describe("EventLogFile", () => {
       expect(list[0]!.bytes).toBe(fs.statSync(path.join(dir, "sessions", "a.jsonl")).size)
     })
   )
+
+  it.effect("sessions reads as much of each end as its longest line takes", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const long = "x".repeat(300_000)
+      yield* withLog(dir, "long", (log) =>
+        log.appendAll([
+          { agent: "main", type: "session.started", data: { title: "long lines", instructions: long } },
+          { agent: "main", type: "user.message", data: { text: "hi" } },
+          { agent: "main", type: "tool.completed", data: { result: long } }
+        ])
+      )
+      const [info] = yield* EventLogFile.sessions({ dir })
+      expect(info).toMatchObject({ id: "long", title: "long lines", events: 3 })
+    })
+  )
 })
