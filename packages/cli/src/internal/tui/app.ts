@@ -709,13 +709,15 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
 
     if (past.length > 0) {
       const lines: Array<string> = []
-      History.printTranscript(past, {
+      // the last screenfuls are enough (a day-long session has far more lines than anyone scrolls)
+      History.printTranscript(past.slice(-400), {
         write: (t) => lines.push(...t.replace(/\n$/, "").split("\n")),
         style: app.style,
         columns: app.screen.columns
       })
       const shown = lines.slice(-40)
-      if (lines.length > shown.length)
+      if (past.length > 400) shown.unshift(app.style.dim(`… earlier lines: muse replay ${session}`))
+      else if (lines.length > shown.length)
         shown.unshift(app.style.dim(`… ${lines.length - shown.length} earlier lines (muse replay ${session})`))
       app.screen.print(shown)
       for (const e of past) {
