@@ -609,7 +609,8 @@ export const writeCheckpoint = (
   Effect.try({
     try: () => {
       const file = checkpointFile(dir, checkpoint.session)
-      const tmp = `${file}.tmp-${process.pid}`
+      // one writer per session (it holds the session lock), so one fixed name: a crash leaves no litter
+      const tmp = `${file}.tmp`
       fs.writeFileSync(tmp, Checkpoint.encode(checkpoint, redactor), { mode: 0o600 })
       fs.renameSync(tmp, file)
     },
