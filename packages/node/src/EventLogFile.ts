@@ -452,7 +452,10 @@ export const open = (
 /** Read a session's log without taking the writer lock (for `muse log`, `replay`, other tools). */
 export const readSession = (
   session: string,
-  options: Options = {}
+  options: Options & {
+    /** Only the events from this seq on (earlier lines are only stepped over, not checked or parsed). */
+    readonly fromSeq?: number | undefined
+  } = {}
 ): Effect.Effect<ReadonlyArray<Event.Envelope>, EventLog.EventLogError> =>
   Effect.gen(function* () {
     const dir = options.dir ?? defaultDir()
@@ -469,6 +472,13 @@ export const readSession = (
           const nl = buf.indexOf(10, pos)
           if (nl === -1) break // a torn tail is ignored by readers; the writer repairs it
           const bytes = buf.subarray(pos, nl)
+          if (options.fromSeq !== undefined && options.fromSeq > 0) {
+            const seq = envelopeSeq(bytes)
+            if (seq >= 0 && seq < options.fromSeq) {
+              pos = nl + 1
+              continue
+            }
+          }
           const res = verifyLine(bytes)
           if ("bad" in res) {
             if (buf.indexOf(10, nl + 1) === -1 && nl + 1 >= buf.length) break
@@ -531,6 +541,24 @@ const tryParse = (s: string | Buffer | undefined): Event.Envelope | undefined =>
     return undefined
   }
 }
+
+/** The first and the last event of a session's log, reading only the ends of the file. */
+export const readEnds = (
+  session: string,
+  options: Options = {}
+): Effect.Effect<{ readonly first?: Event.Envelope; readonly last?: Event.Envelope }, EventLog.EventLogError> =>
+  Effect.gen(function* () {
+    const dir = options.dir ?? defaultDir()
+    const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
+    if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
+    return yield* Effect.try({
+      try: () => {
+        const size = fs.statSync(file).size
+        return size === 0 ? {} : readEdges(file, size)
+      },
+      catch: sys(session, "read")
+    })
+  })
 
 /** List the sessions of a state directory, newest first, reading only the edges of each file. */
 export const sessions = (

@@ -164,6 +164,19 @@ describe("EventLogFile", () => {
     })
   )
 
+  it.effect("readSession from a seq returns only the events from it on; readEnds the first and last", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const drafts = Array.from({ length: 50 }, (_, i) => ({ agent: "main", type: "n", data: { i } }))
+      yield* withLog(dir, "tail", (log) => log.appendAll(drafts))
+      const tail = yield* EventLogFile.readSession("tail", { dir, fromSeq: 45 })
+      expect(tail.map((e) => e.seq)).toEqual([45, 46, 47, 48, 49])
+      expect((yield* EventLogFile.readSession("tail", { dir })).slice(45)).toEqual(tail)
+      const ends = yield* EventLogFile.readEnds("tail", { dir })
+      expect([ends.first?.seq, ends.last?.seq]).toEqual([0, 49])
+    })
+  )
+
   it.effect("sessions reads as much of each end as its longest line takes", () =>
     Effect.gen(function* () {
       const dir = tmp()

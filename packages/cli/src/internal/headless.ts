@@ -160,8 +160,9 @@ const finishRun = (
   result: { readonly exit: Exit.Exit<unknown, unknown>; readonly wasInterrupted: boolean }
 ) =>
   Effect.gen(function* () {
-    const all = yield* EventLogFile.readSession(session, { dir: stateDir }).pipe(Effect.orElseSucceed(() => []))
-    const fresh = all.filter((e) => e.seq >= fromSeq)
+    const fresh = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(
+      Effect.orElseSucceed(() => [])
+    )
     const outcome = Session.exitCodeOf(fresh)
     let code = outcome.code
     let status = outcome.status
@@ -268,7 +269,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     const dir = yield* Session.stateDirFor(options.flags, options.env)
     const session = options.session ?? (yield* Session.latestSession(dir))
     const prepared = yield* Session.prepareResume(session, options.flags, options.env)
-    const fromSeq = prepared.events.length
+    const fromSeq = prepared.nextSeq
     const em = emitter(options.format, options.streams, () => fromSeq)
     if (options.format === "stream-json") {
       options.streams.stdout.write(

@@ -7,7 +7,7 @@ import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
 import type { Approvals, Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
-import { Effect, type Layer } from "effect"
+import { Effect, Either, type Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Model from "./model.js"
@@ -149,17 +149,29 @@ export const readRecorded = (session: string, dir: string) =>
     return { events, config }
   })
 
-/** What resuming a recorded session needs (its recorded config, a model for it, the plugins). */
+/**
+ * What resuming a recorded session needs: its recorded config, a model for it, the plugins, the
+ * seq it goes on from, and its recent events: those after its checkpoint (a question still open
+ * at a crash comes after it), or all of them when it has none. Only the ends of a long log and
+ * that stretch are read.
+ */
 export const prepareResume = (
   session: string,
   flags: Flags,
   env: Env
-): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope> }, CliError> =>
+): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env)
     const stateDir = Config.stateDir(loaded, env.env)
-    const { events, config } = yield* readRecorded(session, stateDir)
+    const ends = yield* EventLogFile.readEnds(session, { dir: stateDir }).pipe(Effect.mapError(logError))
+    const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
+      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
+    )
+    const nextSeq = (ends.last?.seq ?? -1) + 1
+    const checkpoint = EventLogFile.readCheckpoint(stateDir, session)
+    const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
+    const events = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(Effect.mapError(logError))
     if (flags.model && flags.model !== config.model) {
       return yield* new CliError({
         code: ExitCode.Usage,
@@ -180,7 +192,8 @@ export const prepareResume = (
       languageModel,
       plugins,
       loaded,
-      events
+      events,
+      nextSeq
     }
   })
 

@@ -681,9 +681,9 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     if (options.resume) {
       const dir = yield* Session.stateDirFor(options.flags, options.env)
       session = options.resume.session ?? (yield* Session.latestSession(dir))
-      const r = yield* Session.prepareResume(session, options.flags, options.env)
-      prepared = r
-      past = r.events
+      prepared = yield* Session.prepareResume(session, options.flags, options.env)
+      // the whole session, for the cost so far and the transcript's last lines
+      past = (yield* Session.readRecorded(session, prepared.stateDir)).events
     } else {
       session = EventLogFile.newSessionId()
       prepared = yield* Session.prepareNew(options.flags, options.env, session)
