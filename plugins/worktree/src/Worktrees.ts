@@ -869,6 +869,28 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         })
       )
 
+    /** Remove admin folders under `<common>/worktrees` that belong to the worktree at `p`. */
+    const removeStaleAdmin = (p: string) => {
+      const admins = path.join(commonDir, "worktrees")
+      let names: Array<string> = []
+      try {
+        names = fs.readdirSync(admins)
+      } catch {
+        return
+      }
+      for (const name of names) {
+        let gitdir: string
+        try {
+          gitdir = fs.readFileSync(path.join(admins, name, "gitdir"), "utf8").trim()
+        } catch {
+          continue
+        }
+        if (samePath(path.dirname(path.resolve(admins, name, gitdir)), p) || path.dirname(gitdir) === p) {
+          fs.rmSync(path.join(admins, name), { recursive: true, force: true })
+        }
+      }
+    }
+
     const reattach = (records: ReadonlyArray<Allocation>) =>
       Effect.gen(function* () {
         for (const r of records) {
@@ -913,6 +935,9 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
                 continue
               }
               if (w || fs.existsSync(a.path)) yield* removeWorktree(a.path)
+              // a `worktree add` killed mid-way leaves its admin folder locked ("initializing"), which
+              // neither remove nor prune clears; left there, the new one would get a second folder
+              removeStaleAdmin(a.path)
               out.push({ a, status: (yield* branchExists(a.branch)) ? "recreated" : "recreated-from-base" })
             }
             yield* prune

@@ -79,7 +79,13 @@ describe("Worktrees.reattach", () => {
 
         expect(worktreePaths(repo)).toHaveLength(17)
         expect(sh(repo, "worktree", "list", "--porcelain")).not.toContain("locked")
-        expect(fs.readdirSync(path.join(repo, ".git", "worktrees"))).toHaveLength(16)
+        // (on failure: which admin folders there are, and where each points)
+        const admins = path.join(repo, ".git", "worktrees")
+        const adminInfo = fs.readdirSync(admins).map((name) => {
+          const at = (f: string) => (fs.existsSync(path.join(admins, name, f)) ? read(path.join(admins, name, f)) : "-")
+          return `${name}: gitdir=${at("gitdir").trim()} locked=${at("locked").trim()}`
+        })
+        expect(adminInfo, adminInfo.join("\n")).toHaveLength(16)
         for (const r of result) {
           expect(sh(r.path, "rev-parse", "--abbrev-ref", "HEAD")).toBe(r.branch)
           expect(sh(r.path, "status", "--porcelain")).toBe("")
@@ -157,5 +163,28 @@ describe("Worktrees.reattach", () => {
       expect(fs.existsSync(path.join(repo, "a.txt"))).toBe(true)
       expect(code(repo, "rev-parse", "--verify", "-q", intact.branch)).toBe(0)
     })
+  )
+
+  it.live(
+    "a worktree whose `git worktree add` was killed half-way is rebuilt in place, leaving no second admin folder",
+    () =>
+      Effect.gen(function* () {
+        const repo = makeRepo({ "a.txt": "a\n" })
+        const first = yield* Worktrees.make({ repo, sessionId: "s1" })
+        const half = yield* first.allocate({ agent: "half" })
+        // what a killed `worktree add` leaves: an admin folder locked while initializing, no checkout
+        const admins = path.join(repo, ".git", "worktrees")
+        const [admin] = fs.readdirSync(admins)
+        fs.writeFileSync(path.join(admins, admin!, "locked"), "initializing")
+        fs.rmSync(half.path, { recursive: true, force: true })
+
+        const wt = yield* Worktrees.make({ repo, sessionId: "s1" })
+        const [back] = yield* wt.reattach([half])
+        expect(back?.status).not.toBe("attached")
+        expect(fs.readdirSync(admins)).toHaveLength(1)
+        expect(sh(repo, "worktree", "list", "--porcelain")).not.toContain("locked")
+        expect(read(path.join(half.path, "a.txt"))).toBe("a\n")
+        expect(sh(half.path, "rev-parse", "--abbrev-ref", "HEAD")).toBe(half.branch)
+      })
   )
 })
