@@ -78,12 +78,21 @@ export const encodeLine = (e: Envelope): string =>
  * refuses data that would not survive a round trip, such as functions, before assigning a seq.)
  */
 export const canonicalJson = (value: unknown): string => {
-  const out = JSON.stringify(value === undefined ? null : value, (_k, v) => {
-    if (typeof v === "bigint") return v.toString()
-    if (typeof v === "number" && !Number.isFinite(v)) return null
-    return v
-  })
-  return out
+  const v = value === undefined ? null : value
+  // Plain `JSON.stringify` already writes non-finite numbers as `null` and differs from the
+  // replacer only by throwing on a bigint; without a replacer it is several times faster, so it is
+  // tried first. (A cycle throws from both.)
+  try {
+    return JSON.stringify(v)
+  } catch {
+    return JSON.stringify(v, canonicalReplacer)
+  }
+}
+
+const canonicalReplacer = (_k: string, v: unknown): unknown => {
+  if (typeof v === "bigint") return v.toString()
+  if (typeof v === "number" && !Number.isFinite(v)) return null
+  return v
 }
 
 /** Parse one envelope from a JSON value; `undefined` when it is not an envelope. */

@@ -183,9 +183,69 @@ export interface ReplayState {
   readonly matched: () => number
 }
 
-/** What replay compares: everything an agent program decides, not where or when it landed. */
-const keyOf = (d: Event.Draft, redactor: Redactor.Redactor) =>
-  `${d.agent}\u0000${d.parent ?? ""}\u0000${d.type}\u0000${redactor.redact(Event.canonicalJson(stripObserved(d.data)))}`
+/**
+ * What replay compares: everything an agent program decides, not where or when it landed — the
+ * agent, parent and type, and the data without its observations as canonical JSON, the produced
+ * side redacted (the recorded side was redacted when it was written). Plain data that is equal
+ * member by member, with nothing in it to redact, is known to match without serializing it; in
+ * every other case (a mismatch included) the JSON texts are compared.
+ */
+const sameAs = (draft: Event.Draft, recorded: Event.Envelope, redactor: Redactor.Redactor): boolean => {
+  if (
+    draft.type !== recorded.type ||
+    (draft.parent ?? "") !== (recorded.parent ?? "") ||
+    draft.agent !== recorded.agent
+  ) {
+    return false
+  }
+  const expected = stripObserved(recorded.data)
+  const produced = draft.data === recorded.data ? expected : stripObserved(draft.data)
+  if (sameJson(produced, expected, 0) && Redactor.isClean(redactor, expected)) return true
+  return redactor.redact(Event.canonicalJson(produced)) === Event.canonicalJson(expected)
+}
+
+/** Nesting deeper than this is left to the JSON comparison (and a cycle to the serializer, which throws). */
+const MAX_DEPTH = 64
+
+/** JSON leaves out members with these values. */
+const omitted = (v: unknown) => v === undefined || typeof v === "function" || typeof v === "symbol"
+
+/**
+ * Whether `a` and `b` certainly have the same canonical JSON: the same value, or plain data
+ * (strings, numbers, booleans, null, arrays, plain objects without `toJSON`) equal member by
+ * member, keys in the same order. `false` means "differs or not known".
+ */
+const sameJson = (a: unknown, b: unknown, depth: number): boolean => {
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null || depth >= MAX_DEPTH) return false
+  if ((a as { toJSON?: unknown }).toJSON !== undefined || (b as { toJSON?: unknown }).toJSON !== undefined) return false
+  const proto = Object.getPrototypeOf(a)
+  if (proto !== Object.getPrototypeOf(b)) return false
+  if (proto === Array.prototype) {
+    const x = a as ReadonlyArray<unknown>
+    const y = b as ReadonlyArray<unknown>
+    if (x.length !== y.length) return false
+    for (let i = 0; i < x.length; i++) if (!sameJson(x[i], y[i], depth + 1)) return false
+    return true
+  }
+  if (proto !== Object.prototype && proto !== null) return false
+  const x = a as Record<string, unknown>
+  const y = b as Record<string, unknown>
+  const xs = Object.keys(x)
+  const ys = Object.keys(y)
+  let i = 0
+  let j = 0
+  for (;;) {
+    let xv: unknown
+    let yv: unknown
+    while (i < xs.length && omitted((xv = x[xs[i]!]))) i++
+    while (j < ys.length && omitted((yv = y[ys[j]!]))) j++
+    if (i === xs.length || j === ys.length) return i === xs.length && j === ys.length
+    if (xs[i] !== ys[j] || !sameJson(xv, yv, depth + 1)) return false
+    i++
+    j++
+  }
+}
 
 const show = (d: Event.Draft) => {
   const s = `${d.type} ${Event.canonicalJson(stripObserved(d.data))}`
@@ -206,27 +266,34 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
   const live = options.log
     ? makeLive(options.log, { ...(options.onEvent ? { onEvent: options.onEvent } : {}) })
     : undefined
+  const next = (agent: string): Event.Envelope | undefined => {
+    const q = queues.get(agent)
+    return q !== undefined && q.cursor < q.events.length ? q.events[q.cursor] : undefined
+  }
+  const match = (draft: Event.Draft): Event.Envelope | Interrupted | Divergence | undefined => {
+    const q = queues.get(draft.agent)
+    if (q === undefined || q.cursor >= q.events.length) return undefined
+    const expected = q.events[q.cursor]!
+    if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
+      return new Interrupted({ seq: expected.seq, agent: draft.agent })
+    }
+    if (!sameAs(draft, expected, redactor)) {
+      return new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
+    }
+    q.cursor++
+    matched++
+    return expected
+  }
   const service: Service & ReplayState = {
     append: (draft, observe, appendOptions) =>
       Effect.suspend(() => {
-        const q = queues.get(draft.agent)
-        if (q && q.cursor < q.events.length) {
-          const expected = q.events[q.cursor]!
-          if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
-            return Effect.fail(new Interrupted({ seq: expected.seq, agent: draft.agent }))
-          }
-          // the recorded side was redacted when it was written
-          if (keyOf(draft, redactor) !== keyOf(expected, Redactor.none)) {
-            return Effect.fail(
-              new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
-            )
-          }
-          q.cursor++
-          matched++
-          return options.onEvent ? Effect.as(options.onEvent(expected), expected) : Effect.succeed(expected)
+        const m = match(draft)
+        if (m === undefined) {
+          if (options.mode === "resume" && live) return live.append(draft, observe, appendOptions)
+          return Effect.fail(new ReplayEnded({ seq: lastSeq, agent: draft.agent }))
         }
-        if (options.mode === "resume" && live) return live.append(draft, observe, appendOptions)
-        return Effect.fail(new ReplayEnded({ seq: lastSeq, agent: draft.agent }))
+        if (isMismatch(m)) return Effect.fail(m)
+        return options.onEvent ? Effect.as(options.onEvent(m), m) : Effect.succeed(m)
       }),
     outcomeOf: (intent, types) =>
       Effect.sync(() => {
@@ -266,8 +333,26 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     },
     matched: () => matched
   }
+  // with no observer to run between the events of a step, steps and polls may match synchronously
+  if (!options.onEvent) replayCores.set(service, { next, match })
   return service
 }
+
+/**
+ * The synchronous core of a replaying recorder, for `step` and `poll`: replaying, most steps find
+ * both events in the log, and matching them directly saves the effects in between.
+ */
+interface ReplayCore {
+  /** The agent's next recorded event, if it has one left. */
+  readonly next: (agent: string) => Event.Envelope | undefined
+  /** What `append` does while the agent has recorded events left, without effects. */
+  readonly match: (draft: Event.Draft) => Event.Envelope | Interrupted | Divergence | undefined
+}
+
+const replayCores = new WeakMap<Service, ReplayCore>()
+
+const isMismatch = (m: Event.Envelope | Interrupted | Divergence): m is Interrupted | Divergence =>
+  m instanceof Interrupted || m instanceof Divergence
 
 // ---------------------------------------------------------------------------------------------
 // Steps
@@ -298,13 +383,62 @@ export interface StepOptions<A, E, R> {
 export const step = <A, E, R>(
   options: StepOptions<A, E, R>
 ): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R | Recorder> =>
+  Effect.flatMap(Recorder, (rec) => {
+    const core = replayCores.get(rec)
+    return core !== undefined && core.next(options.agent) !== undefined
+      ? replayStep(rec, core, options)
+      : liveStep(rec, options)
+  })
+
+/** `step` while the agent is replaying: what `liveStep` does, with the recorded events matched directly. */
+const replayStep = <A, E, R>(
+  rec: Service,
+  core: ReplayCore,
+  options: StepOptions<A, E, R>
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R> => {
+  const intent = core.match({
+    agent: options.agent,
+    parent: options.parent ?? null,
+    type: options.intent.type,
+    data: options.intent.data
+  })!
+  if (isMismatch(intent)) return Effect.fail(intent)
+  const recorded = core.next(options.agent)
+  if (recorded === undefined || recorded.parent !== intent.id || !options.outcomeTypes.includes(recorded.type)) {
+    return afterIntent(rec, options, intent, true)
+  }
+  const finish = (value: A) => {
+    const draft = Event.toDraft(recorded)
+    const out = core.match(draft)
+    // (an effectful `fromOutcome` that took the agent's events is left to `append`)
+    if (out === undefined) return Effect.map(rec.append(draft), (outcome) => ({ value, outcome }))
+    return isMismatch(out) ? Effect.fail(out) : Effect.succeed({ value, outcome: out })
+  }
+  const value = options.fromOutcome(recorded)
+  return Effect.isEffect(value) ? Effect.flatMap(value, finish) : finish(value)
+}
+
+const liveStep = <A, E, R>(
+  rec: Service,
+  options: StepOptions<A, E, R>
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R> =>
   Effect.gen(function* () {
-    const rec = yield* Recorder
     const wasReplaying = yield* rec.replaying(options.agent)
     const intent = yield* rec.append(
       { agent: options.agent, parent: options.parent ?? null, type: options.intent.type, data: options.intent.data },
       options.observe
     )
+    return yield* afterIntent(rec, options, intent, wasReplaying)
+  })
+
+/** The rest of a step once its intent is in the log. */
+const afterIntent = <A, E, R>(
+  rec: Service,
+  options: StepOptions<A, E, R>,
+  intent: Event.Envelope,
+  wasReplaying: boolean
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R> =>
+  Effect.gen(function* () {
     const recorded = yield* rec.outcomeOf(intent, options.outcomeTypes)
     if (Option.isSome(recorded)) {
       const value = options.fromOutcome(recorded.value)
@@ -355,8 +489,29 @@ export const poll = <A>(options: {
   readonly toData: (a: A) => unknown
   readonly fromData: (data: unknown) => A
 }): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError, Recorder> =>
+  Effect.flatMap(Recorder, (rec) => {
+    const core = replayCores.get(rec)
+    const next = core?.next(options.agent)
+    if (core === undefined || next === undefined) return livePoll(rec, options)
+    // replaying: what `livePoll` does, with the recorded event matched directly
+    if (next.type !== options.type) return Effect.succeed(Option.none())
+    const event = core.match(Event.toDraft(next))!
+    if (isMismatch(event)) return Effect.fail(event)
+    return Effect.succeed(Option.some({ value: options.fromData(next.data), event }))
+  })
+
+const livePoll = <A>(
+  rec: Service,
+  options: {
+    readonly agent: string
+    readonly type: string
+    readonly parent?: string | null | undefined
+    readonly take: Effect.Effect<Option.Option<A>>
+    readonly toData: (a: A) => unknown
+    readonly fromData: (data: unknown) => A
+  }
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError> =>
   Effect.gen(function* () {
-    const rec = yield* Recorder
     if (yield* rec.replaying(options.agent)) {
       const next = yield* rec.peek(options.agent)
       if (Option.isSome(next) && next.value.type === options.type) {

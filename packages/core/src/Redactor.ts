@@ -35,6 +35,31 @@ export const none: Redactor = { redact: (json) => json }
 
 const escapeForJson = (s: string) => JSON.stringify(s).slice(1, -1)
 
+/** What a redactor made by `make` looks for, when `isClean` can answer for it (see there). */
+interface Finds {
+  /** Secret values as they appear in JSON. */
+  readonly secrets: ReadonlyArray<string>
+  /** Every credential shape at once (not global: `test` keeps no state). */
+  readonly pattern: RegExp
+  /** Short strings and numbers found clean (keys, names, counts recur in every event). */
+  readonly clean: Set<string | number>
+}
+
+const CLEAN_CACHE_CHARS = 256
+const CLEAN_CACHE_SIZE = 4_096
+
+const finds = new WeakMap<Redactor, Finds>()
+
+/**
+ * A credential shape whose matches can only consist of `[A-Za-z0-9_-]`: literal characters of that
+ * set, classes of them (ranges within one of A-Z, a-z, 0-9), quantifiers and `(?:…)` groups.
+ */
+const WORDY_PATTERN =
+  /^(?:[A-Za-z0-9_-]|\[(?:[A-Z]-[A-Z]|[a-z]-[a-z]|[0-9]-[0-9]|[A-Za-z0-9_]|-(?=\]))+\]|\{\d+(?:,\d*)?\}|[?*+|)]|\(\?:)+$/
+
+/** Characters that can stand next to a token of canonical JSON (or start an escape). */
+const STRUCTURAL = /["\\,:{}[\]]/
+
 /**
  * Build a redactor from named secret values (values shorter than 8 characters are ignored: they
  * would match ordinary text) plus the built-in credential patterns.
@@ -46,7 +71,7 @@ export const make = (options: { readonly secrets?: Readonly<Record<string, strin
     .sort((a, b) => b[1].length - a[1].length)
   // one pass for every credential shape
   const any = new RegExp(patterns.map((p) => p.source).join("|"), "g")
-  return {
+  const redactor: Redactor = {
     redact: (json) => {
       let out = json
       for (const [name, value] of secrets) {
@@ -59,6 +84,93 @@ export const make = (options: { readonly secrets?: Readonly<Record<string, strin
       }
       return out
     }
+  }
+  // `isClean` can look at a value token by token when nothing this redactor finds can span two
+  // tokens of the JSON text (see there); otherwise it always answers "not known".
+  const pattern = new RegExp(any.source)
+  if (
+    patterns.every((p) => WORDY_PATTERN.test(p.source) && p.flags.replace("g", "") === "") &&
+    !["null", "true", "false"].some((literal) => pattern.test(literal)) &&
+    secrets.every(([, value]) => !STRUCTURAL.test(value))
+  ) {
+    finds.set(redactor, { secrets: secrets.map(([, value]) => value), pattern, clean: new Set() })
+  }
+  return redactor
+}
+
+/** Nesting deeper than this is left to `redact` (and a cycle to the serializer, which throws). */
+const MAX_DEPTH = 64
+
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
+
+/**
+ * Whether `redactor.redact(Event.canonicalJson(value))` is certain to return the JSON unchanged,
+ * decided from the strings and numbers of `value` without serializing it. `false` means "not
+ * known": something to redact, a value that is not plain JSON data (strings, numbers, booleans,
+ * null, arrays, plain objects), or a redactor not made by `make`.
+ *
+ * Sound because every credential shape matches only characters of `[A-Za-z0-9_-]` (and none of
+ * `null`, `true`, `false`), and no secret contains a quote, a backslash or a JSON punctuation
+ * character: a match in the JSON text then lies within one string (as escaped) or one number,
+ * which are checked one by one. `make` checks these conditions and leaves `isClean` to answer
+ * "not known" when they do not hold.
+ */
+export const isClean = (redactor: Redactor, value: unknown): boolean => {
+  if (redactor === none) return true
+  const f = finds.get(redactor)
+  return f !== undefined && cleanValue(f, value, 0)
+}
+
+const cleanString = (f: Finds, s: string): boolean => {
+  const short = s.length <= CLEAN_CACHE_CHARS
+  if (short && f.clean.has(s)) return true
+  const text = NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : s
+  if (f.pattern.test(text)) return false
+  for (const secret of f.secrets) if (text.includes(secret)) return false
+  if (short) {
+    if (f.clean.size >= CLEAN_CACHE_SIZE) f.clean.clear()
+    f.clean.add(s)
+  }
+  return true
+}
+
+const cleanValue = (f: Finds, v: unknown, depth: number): boolean => {
+  switch (typeof v) {
+    case "string":
+      return cleanString(f, v)
+    case "number": {
+      // written as `String(v)`, or `null` when not finite
+      if (!Number.isFinite(v) || f.clean.has(v)) return true
+      if (!cleanString(f, String(v))) return false
+      if (f.clean.size >= CLEAN_CACHE_SIZE) f.clean.clear()
+      f.clean.add(v)
+      return true
+    }
+    case "boolean":
+    case "undefined":
+      return true
+    case "object": {
+      if (v === null) return true
+      if (depth >= MAX_DEPTH || (v as { toJSON?: unknown }).toJSON !== undefined) return false
+      const proto = Object.getPrototypeOf(v)
+      if (proto === Array.prototype) {
+        const a = v as ReadonlyArray<unknown>
+        for (let i = 0; i < a.length; i++) if (!cleanValue(f, a[i], depth + 1)) return false
+        return true
+      }
+      if (proto !== Object.prototype && proto !== null) return false
+      const o = v as Record<string, unknown>
+      // `for in` also visits inherited enumerable keys, which JSON leaves out: checking more is safe
+      for (const k in o) {
+        const x = o[k]
+        if (x === undefined) continue
+        if (!cleanString(f, k) || !cleanValue(f, x, depth + 1)) return false
+      }
+      return true
+    }
+    default:
+      // bigints, functions, symbols
+      return false
   }
 }
 
