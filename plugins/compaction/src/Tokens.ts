@@ -9,7 +9,8 @@
  * count is exact or within a few tokens. Other providers tokenize differently, so treat counts as
  * estimates and leave headroom (the compaction plugin triggers well below the window).
  *
- * A `Counter` caches the count of each message (by object identity, then by a hash of its JSON),
+ * A `Counter` caches the count of each message by object identity and the count of each text in
+ * it by value (or by a hash for long texts), and remembers the last list of messages it counted,
  * so counting a growing history costs only the new messages. Encoded messages (the agent's history)
  * and decoded ones (a `Prompt.Prompt` a provider receives) count the same.
  *
@@ -26,7 +27,7 @@
  */
 import type { Prompt } from "@effect/ai"
 import { Model } from "@musekit/core"
-import { encode } from "gpt-tokenizer"
+import { countTokens } from "gpt-tokenizer"
 
 /** Tokens added per message for its role and framing (as in OpenAI's chat format). */
 export const MESSAGE_OVERHEAD = 4
@@ -42,7 +43,7 @@ export const SLICE_CHARS = 1_000
 
 const noSpecial = { disallowedSpecial: new Set<string>() }
 
-const countSlice = (text: string): number => encode(text, noSpecial).length
+const countSlice = (text: string): number => countTokens(text, noSpecial)
 
 /**
  * Tokens of a text. Text longer than `SLICE_CHARS` is counted in slices cut just before a
@@ -70,6 +71,20 @@ export const countText = (text: string): number => {
 
 const isSpace = (c: number) => c === 32 || c === 10 || c === 9 || c === 13
 
+/**
+ * An upper bound of `countText(text)` found without tokenizing: every token stands for at least
+ * one byte of UTF-8, and a UTF-16 unit is at most 3 bytes (a lone surrogate, which a slice cut may
+ * leave, is encoded as U+FFFD). Where the bound is within a budget, counting is not needed.
+ */
+export const upperBound = (text: string): number => {
+  let bytes = text.length
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c >= 0x80) bytes += c < 0x800 ? 1 : 2
+  }
+  return bytes
+}
+
 /** The text a tool output is shown to the model as: a string as is, anything else as JSON. */
 export const outputText = (value: unknown): string =>
   typeof value === "string" ? value : (JSON.stringify(value ?? null) ?? "null")
@@ -77,15 +92,15 @@ export const outputText = (value: unknown): string =>
 /** A message of a prompt, encoded (history) or decoded (`Prompt.Message`): both count the same. */
 export type AnyMessage = Prompt.MessageEncoded | Prompt.Message
 
-const countPart = (part: any): number => {
+const countPart = (part: any, count: (text: string) => number): number => {
   switch (part?.type) {
     case "text":
     case "reasoning":
-      return countText(String(part.text ?? ""))
+      return count(String(part.text ?? ""))
     case "tool-call":
-      return PART_OVERHEAD + countText(String(part.name)) + countText(outputText(part.params))
+      return PART_OVERHEAD + count(String(part.name)) + count(outputText(part.params))
     case "tool-result":
-      return PART_OVERHEAD + countText(String(part.name)) + countText(outputText(part.result))
+      return PART_OVERHEAD + count(String(part.name)) + count(outputText(part.result))
     case "file":
       return FILE_TOKENS
     default:
@@ -93,14 +108,16 @@ const countPart = (part: any): number => {
   }
 }
 
-/** Tokens of one message, uncached. */
-export const countMessage = (message: AnyMessage): number => {
+const countMessageWith = (message: AnyMessage, count: (text: string) => number): number => {
   const content = (message as { content: unknown }).content
-  if (typeof content === "string") return MESSAGE_OVERHEAD + countText(content)
+  if (typeof content === "string") return MESSAGE_OVERHEAD + count(content)
   let total = MESSAGE_OVERHEAD
-  if (Array.isArray(content)) for (const p of content) total += countPart(p)
+  if (Array.isArray(content)) for (const p of content) total += countPart(p, count)
   return total
 }
+
+/** Tokens of one message, uncached. */
+export const countMessage = (message: AnyMessage): number => countMessageWith(message, countText)
 
 export interface Counter {
   /** Tokens of a text (system prompts are cached by value). */
@@ -113,62 +130,91 @@ export interface Counter {
   readonly stats: () => { readonly hits: number; readonly misses: number; readonly size: number }
 }
 
-/** A counter with a bounded cache (`maxEntries` message counts, oldest evicted first). */
+/** Texts up to this long are cached by value, longer ones by length and hash. */
+const SHORT_TEXT_CHARS = 256
+
+/**
+ * A counter with a bounded cache (`maxEntries` short and `maxEntries` long text counts, oldest
+ * evicted first; message counts are kept by object as long as the message lives).
+ */
 export const makeCounter = (options: { readonly maxEntries?: number | undefined } = {}): Counter => {
   const maxEntries = options.maxEntries ?? 20_000
   const byObject = new WeakMap<object, number>()
-  const byJson = new Map<string, number>()
+  // two maps, so that a short text can never be taken for the key of a long one
+  const byText = new Map<string, number>()
+  const byHash = new Map<string, number>()
   let hits = 0
   let misses = 0
-  const remember = (key: string, n: number) => {
-    byJson.set(key, n)
-    if (byJson.size > maxEntries) byJson.delete(byJson.keys().next().value!)
+  // texts tokenized so far: a message is a miss when counting it tokenized anything
+  let tokenized = 0
+  const remember = (map: Map<string, number>, key: string, n: number) => {
+    map.set(key, n)
+    if (map.size > maxEntries) map.delete(map.keys().next().value!)
+  }
+  const cached = (t: string): number => {
+    const map = t.length <= SHORT_TEXT_CHARS ? byText : byHash
+    const key = map === byText ? t : `${t.length}:${Model.hash53(t)}`
+    let n = map.get(key)
+    if (n === undefined) {
+      tokenized++
+      n = countText(t)
+      remember(map, key, n)
+    }
+    return n
   }
   const text = (t: string) => {
-    if (t.length < 64) return countText(t)
-    const key = `t${t.length}:${Model.hash53(t)}`
-    const known = byJson.get(key)
+    const before = tokenized
+    const n = cached(t)
+    if (tokenized === before) hits++
+    else misses++
+    return n
+  }
+  // Counted part by part, each text through the cache: an equal message (another object, e.g.
+  // the decoded prompt a provider receives) costs lookups only, and so does a new message made of
+  // texts seen before (a tool name, an output read twice).
+  const message = (m: AnyMessage) => {
+    const known = byObject.get(m)
     if (known !== undefined) {
       hits++
       return known
     }
-    misses++
-    const n = countText(t)
-    remember(key, n)
-    return n
-  }
-  const message = (m: AnyMessage) => {
-    const cached = byObject.get(m)
-    if (cached !== undefined) {
-      hits++
-      return cached
-    }
-    const json = JSON.stringify(m, jsonSafe)
-    const key = `m${json.length}:${Model.hash53(json)}`
-    let n = byJson.get(key)
-    if (n === undefined) {
-      misses++
-      n = countMessage(m)
-      remember(key, n)
-    } else hits++
+    const before = tokenized
+    const n = countMessageWith(m, cached)
+    if (tokenized === before) hits++
+    else misses++
     byObject.set(m, n)
     return n
+  }
+  // The history an agent sends grows at its end from one model call to the next: the last list
+  // counted that starts with the same message is kept with its running totals, so a list that
+  // shares its beginning costs an identity check per shared message and a count per new one.
+  const lists = new WeakMap<object, { readonly messages: Array<AnyMessage>; readonly totals: Array<number> }>()
+  const messages = (ms: ReadonlyArray<AnyMessage>) => {
+    const first = ms[0]
+    if (first === undefined) return 0
+    let known = lists.get(first)
+    if (!known) lists.set(first, (known = { messages: [], totals: [] }))
+    const shared = Math.min(known.messages.length, ms.length)
+    let k = 0
+    while (k < shared && known.messages[k] === ms[k]) k++
+    known.messages.length = k
+    known.totals.length = k
+    let total = k > 0 ? known.totals[k - 1]! : 0
+    for (let i = k; i < ms.length; i++) {
+      const m = ms[i]!
+      total += message(m)
+      known.messages.push(m)
+      known.totals.push(total)
+    }
+    return total
   }
   return {
     text,
     message,
-    messages: (ms) => {
-      let total = 0
-      for (const m of ms) total += message(m)
-      return total
-    },
-    stats: () => ({ hits, misses, size: byJson.size })
+    messages,
+    stats: () => ({ hits, misses, size: byText.size + byHash.size })
   }
 }
-
-/** Bytes (file data) are keyed by length only: a file part counts the same whatever it holds. */
-const jsonSafe = (_key: string, value: unknown) =>
-  value instanceof Uint8Array ? `bytes:${value.length}` : value instanceof URL ? value.href : value
 
 const shared = makeCounter()
 

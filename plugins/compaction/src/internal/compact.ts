@@ -1,6 +1,6 @@
 import type { Plugin } from "@musekit/core"
 import { Effect } from "effect"
-import { type Counter, MESSAGE_OVERHEAD, outputText } from "../Tokens.js"
+import { type Counter, MESSAGE_OVERHEAD, outputText, upperBound } from "../Tokens.js"
 import {
   callsOf,
   clip,
@@ -19,6 +19,7 @@ import {
 import {
   clipToTokens,
   describeUnit,
+  fits,
   parseSections,
   renderSections,
   type Sections,
@@ -74,6 +75,54 @@ const isCompacted = (result: unknown) =>
 
 const oneLine = (text: string, max: number) => clip(text.replace(/\s+/g, " ").trim(), max)
 
+/**
+ * The most tokens a text of `part` that masking looks at has: a tool output, or a string argument
+ * of a tool call (0 when there is none). Exact when it is above `max`; below, a bound may do.
+ */
+const maskableTokens = (part: any, max: number, counter: Counter): number => {
+  if (part?.type === "tool-result") {
+    if (isCompacted(part.result)) return 0
+    const text = outputText(part.result)
+    return fits(counter, text, max) ? 0 : counter.text(text)
+  }
+  if (part?.type === "tool-call" && typeof part.params === "object" && part.params !== null) {
+    if (Array.isArray(part.params)) return 0
+    let most = 0
+    for (const v of Object.values(part.params as Record<string, unknown>)) {
+      if (typeof v === "string" && !v.startsWith(MASK_PREFIX) && !fits(counter, v, max)) {
+        most = Math.max(most, counter.text(v))
+      }
+    }
+    return most
+  }
+  return 0
+}
+
+/** Per counter (one per plugin), the answer of `maskableTokens` for each part, under one `max`. */
+const maskable = new WeakMap<Counter, { readonly max: number; readonly known: WeakMap<object, number> }>()
+
+/**
+ * Whether masking would change anything in `unit`. Each part's answer is kept (parts are not
+ * changed in place), so the history is not serialized again at every compaction.
+ */
+const needsMask = (unit: Unit, max: number, counter: Counter): boolean => {
+  let cache = maskable.get(counter)
+  if (cache === undefined || cache.max !== max) maskable.set(counter, (cache = { max, known: new WeakMap() }))
+  const known = cache.known
+  for (const m of unit.messages) {
+    if (typeof m.content === "string") continue
+    for (const p of m.content as ReadonlyArray<any>) {
+      // (a missing part is left to `maskUnit`, which fails on it as it always did)
+      if (p === null || p === undefined) return true
+      if (typeof p !== "object") continue
+      let n = known.get(p)
+      if (n === undefined) known.set(p, (n = maskableTokens(p, max, counter)))
+      if (n > max) return true
+    }
+  }
+  return false
+}
+
 /** Replace bulky tool outputs (and bulky string arguments of tool calls) of a unit with stubs. */
 const maskUnit = (unit: Unit, settings: Settings, env: Env, dropped: Array<Dropped>) =>
   Effect.gen(function* () {
@@ -90,8 +139,8 @@ const maskUnit = (unit: Unit, settings: Settings, env: Env, dropped: Array<Dropp
       for (const p of m.content as ReadonlyArray<any>) {
         if (p.type === "tool-result" && !isCompacted(p.result)) {
           const text = outputText(p.result)
-          const tokens = env.counter.text(text)
-          if (tokens > settings.maskMinTokens) {
+          if (!fits(env.counter, text, settings.maskMinTokens)) {
+            const tokens = env.counter.text(text)
             const blob = yield* env.putBlob(JSON.stringify(p.result ?? null))
             const call = calls.get(p.id)
             const what = call ? describeCall(p.name, call.params, 60) : p.name
@@ -110,7 +159,7 @@ const maskUnit = (unit: Unit, settings: Settings, env: Env, dropped: Array<Dropp
           const next: Record<string, unknown> = {}
           let paramsChanged = false
           for (const [k, v] of Object.entries(p.params as Record<string, unknown>)) {
-            if (typeof v === "string" && !v.startsWith(MASK_PREFIX) && env.counter.text(v) > settings.maskMinTokens) {
+            if (typeof v === "string" && !v.startsWith(MASK_PREFIX) && !fits(env.counter, v, settings.maskMinTokens)) {
               const blob = yield* env.putBlob(v)
               next[k] = `${MASK_PREFIX}: ${v.length} chars; blob sha256:${blob}]`
               dropped.push({ kind: "masked", what: `argument ${k} of ${p.name} (${v.length} chars)`, blob })
@@ -176,18 +225,18 @@ const clipOutputs = (units: Array<Unit>, budget: number, settings: Settings, env
 /** Fit summary sections under `max` tokens: oldest progress lines go first, then long sections are cut. */
 const fitSections = (counter: Counter, sections: Sections, max: number): string => {
   let text = renderSections(sections)
-  if (counter.text(text) <= max) return text
+  if (fits(counter, text, max)) return text
   const out = new Map(sections)
   const progress = (out.get("Progress") ?? "").split("\n")
-  while (progress.length > 3 && counter.text(renderSections(out)) > max) {
+  while (progress.length > 3 && !fits(counter, renderSections(out), max)) {
     progress.splice(0, Math.max(1, Math.floor(progress.length / 5)))
     out.set("Progress", ["- (older progress omitted)", ...progress].join("\n"))
   }
   text = renderSections(out)
-  if (counter.text(text) <= max) return text
+  if (fits(counter, text, max)) return text
   const share = Math.max(40, Math.floor(max / Math.max(1, out.size)))
   for (const [h, body] of out) {
-    if (h !== "Files touched" && counter.text(body) > share) out.set(h, clipToTokens(counter, body, share))
+    if (h !== "Files touched" && !fits(counter, body, share)) out.set(h, clipToTokens(counter, body, share))
   }
   return clipToTokens(counter, renderSections(out), max)
 }
@@ -235,8 +284,10 @@ const summaryRequest = (s: SummaryInput, settings: Settings, counter: Counter): 
     s.state.files.length > 0 ? s.state.files.map((f) => `- ${f}`).join("\n") : "(none)",
     ""
   ].join("\n")
-  const fixed = counter.text(head) + counter.text(pinned) + 40
-  const room = Math.max(200, max - fixed)
+  // Most transcripts fit by their size alone; head and pinned are counted only when one does not.
+  const fixedAtMost = upperBound(head) + upperBound(pinned) + 40
+  let room: number | undefined
+  const roomOf = () => (room ??= Math.max(200, max - (counter.text(head) + counter.text(pinned) + 40)))
   let units = s.older
   let omitted = 0
   for (;;) {
@@ -251,8 +302,12 @@ const summaryRequest = (s: SummaryInput, settings: Settings, counter: Counter): 
           : []),
         ...lines
       ].join("\n")
-      if (counter.text(transcript) <= room || (units.length <= 1 && itemChars === 100)) {
-        return `${head}\n${pinned}\n${units.length <= 1 ? clipToTokens(counter, transcript, room) : transcript}`
+      if (
+        upperBound(transcript) <= max - fixedAtMost ||
+        counter.text(transcript) <= roomOf() ||
+        (units.length <= 1 && itemChars === 100)
+      ) {
+        return `${head}\n${pinned}\n${units.length <= 1 ? clipToTokens(counter, transcript, roomOf()) : transcript}`
       }
     }
     const drop = Math.max(1, Math.floor(units.length / 5))
@@ -351,9 +406,13 @@ export const compact = (
     // 1. Mask bulky tool observations older than the last `keepObservations` units.
     let units = toUnits(input.messages)
     const maskBefore = units.length - settings.keepObservations
-    units = yield* Effect.forEach(units, (u, i) =>
-      i < maskBefore && !u.pinned && !u.summary ? maskUnit(u, settings, env, dropped) : Effect.succeed(u)
-    )
+    const maskedUnits: Array<Unit> = []
+    for (let i = 0; i < units.length; i++) {
+      const u = units[i]!
+      const maskable = i < maskBefore && !u.pinned && !u.summary && needsMask(u, settings.maskMinTokens, counter)
+      maskedUnits.push(maskable ? yield* maskUnit(u, settings, env, dropped) : u)
+    }
+    units = maskedUnits
     const masked = dropped.length
     let summarized = 0
     let summary: string | null = null

@@ -1,4 +1,4 @@
-import { type Counter, outputText } from "../Tokens.js"
+import { type Counter, outputText, upperBound } from "../Tokens.js"
 import {
   callsOf,
   clip,
@@ -102,8 +102,13 @@ const reorder = (sections: Sections): Sections => {
   return out
 }
 
+/** Whether a text has at most `max` tokens (counted only when its size does not already tell). */
+export const fits = (counter: Counter, text: string, max: number): boolean =>
+  upperBound(text) <= max || counter.text(text) <= max
+
 /** Cut a text to about `maxTokens`, at a line boundary where possible. */
 export const clipToTokens = (counter: Counter, text: string, maxTokens: number): string => {
+  if (upperBound(text) <= maxTokens) return text
   let t = counter.text(text)
   if (t <= maxTokens) return text
   let cut = text
