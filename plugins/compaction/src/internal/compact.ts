@@ -98,27 +98,29 @@ const maskableTokens = (part: any, max: number, counter: Counter): number => {
   return 0
 }
 
-/** Per counter (one per plugin), the answer of `maskableTokens` for each part, under one `max`. */
-const maskable = new WeakMap<Counter, { readonly max: number; readonly known: WeakMap<object, number> }>()
+/** Per counter (one per plugin), whether each message has anything to mask under one `max`. */
+const maskable = new WeakMap<Counter, { readonly max: number; readonly known: WeakMap<object, boolean> }>()
+
+const messageNeedsMask = (m: Message, max: number, counter: Counter): boolean => {
+  if (typeof m.content === "string") return false
+  for (const p of m.content as ReadonlyArray<any>) {
+    // (a missing part is left to `maskUnit`, which fails on it as it always did)
+    if (p === null || p === undefined || maskableTokens(p, max, counter) > max) return true
+  }
+  return false
+}
 
 /**
- * Whether masking would change anything in `unit`. Each part's answer is kept (parts are not
- * changed in place), so the history is not serialized again at every compaction.
+ * Whether masking would change anything in `unit`. Each message's answer is kept (messages are
+ * not changed in place), so the history is not serialized again at every compaction.
  */
 const needsMask = (unit: Unit, max: number, counter: Counter): boolean => {
   let cache = maskable.get(counter)
   if (cache === undefined || cache.max !== max) maskable.set(counter, (cache = { max, known: new WeakMap() }))
-  const known = cache.known
   for (const m of unit.messages) {
-    if (typeof m.content === "string") continue
-    for (const p of m.content as ReadonlyArray<any>) {
-      // (a missing part is left to `maskUnit`, which fails on it as it always did)
-      if (p === null || p === undefined) return true
-      if (typeof p !== "object") continue
-      let n = known.get(p)
-      if (n === undefined) known.set(p, (n = maskableTokens(p, max, counter)))
-      if (n > max) return true
-    }
+    let needs = cache.known.get(m)
+    if (needs === undefined) cache.known.set(m, (needs = messageNeedsMask(m, max, counter)))
+    if (needs) return true
   }
   return false
 }
@@ -381,6 +383,12 @@ const writeSummary = (s: SummaryInput, settings: Settings, counter: Counter) =>
     return { body: modelSummary(text, s, settings, counter), fallback: null }
   })
 
+const isLoneUserMessage = (m: Message): boolean =>
+  m.role === "user" &&
+  (typeof m.content === "string" ||
+    (Array.isArray(m.content) &&
+      (m.content as ReadonlyArray<any>).every((p) => p?.type !== "tool-result" && p?.type !== "tool-call")))
+
 /**
  * Compact `input.messages` if they exceed the trigger (or `input.force`). `undefined` when nothing
  * was (or could be) done. Deterministic given the input and the compactor's reply.
@@ -392,6 +400,9 @@ export const compact = (
 ): Effect.Effect<{ readonly messages: ReadonlyArray<Message>; readonly report: Report } | undefined, unknown> =>
   Effect.gen(function* () {
     const { counter } = env
+    // A lone user message (such as the compactor's own request) is pinned or a summary and holds
+    // no tool output: nothing in it can be masked, folded or clipped, so it is not even counted.
+    if (input.messages.length === 1 && isLoneUserMessage(input.messages[0]!)) return undefined
     const count = (ms: ReadonlyArray<Message>) => counter.messages(ms)
     const system = MESSAGE_OVERHEAD + counter.text(input.system)
     const messagesBefore = count(input.messages)
