@@ -35,7 +35,8 @@ import * as ReportPolicy from "./ReportPolicy.js"
 import * as Tools from "./Tools.js"
 import type * as Workspace from "./Workspace.js"
 
-export type Status = "idle" | "working" | "waiting-approval" | "failed" | "stopped"
+/** `starting`: spawned or restarted, not yet ready for its first letter. */
+export type Status = "starting" | "idle" | "working" | "waiting-approval" | "failed" | "stopped"
 
 export interface MemberInfo {
   readonly name: string
@@ -122,6 +123,8 @@ export interface State {
     readonly name: string
     readonly role: string
     readonly status: Status
+    /** The task it was on (kept for a failed member). */
+    readonly task?: string | null
     readonly tasks: number
     readonly consumed: ReadonlyArray<string>
     readonly agent: Agent.State | null
@@ -295,17 +298,31 @@ export const make = (
       tasks: m.tasks
     })
 
-    const deliver = (letter: Letter, to: string) =>
+    const deliver = (letter: Letter, to: string): Effect.Effect<void, CrewError> =>
       Effect.gen(function* () {
         const m = members.get(to)
         if (!m) {
-          return yield* new CrewError({
-            message: `no crew member ${to}; members: ${[...members.keys()].join(", ") || "none"}`
-          })
+          return yield* new CrewError({ message: `no crew member ${to}; members: ${memberNames() || "none"}` })
+        }
+        if (letter.kind === "review" && (m.status === "stopped" || m.status === "failed")) {
+          // nobody will read it: the worker must not wait for a verdict forever
+          return yield* deliver(noVerdict(letter, m, `is ${m.status}`), letter.from)
         }
         if (!m.consumed.has(letter.id) && !m.mailbox.some((l) => l.id === letter.id)) m.mailbox.push(letter)
         yield* Deferred.succeed(m.signal, undefined)
       })
+
+    /** The "no verdict" answer to a review letter `reviewer` will not review. */
+    const noVerdict = (review: Letter, reviewer: Member, why: string): Letter => ({
+      id: `${review.id}:no-verdict`,
+      kind: "verdict",
+      from: reviewer.name,
+      text: `${reviewer.name} ${why}; no verdict`,
+      data: { verdict: "none" }
+    })
+
+    /** Member names in a stable order (what reaches an event must not depend on which fiber ran first). */
+    const memberNames = () => [...members.keys()].sort().join(", ")
 
     /** Wait for the next letter that `accept` takes (live); recorded on the member's stream. */
     const receive = (m: Member, type: string, accept: (l: Letter) => boolean) =>
@@ -439,6 +456,7 @@ export const make = (
           if (letter.kind === "stop") {
             m.status = "stopped"
             yield* record(m, "crew.stopped", { by: letter.from })
+            yield* releaseReviews(m, "stopped")
             yield* poke
             return
           }
@@ -491,10 +509,11 @@ export const make = (
 
     /** A reviewer that ends (fails, crashes) tells the workers still waiting for its verdict. */
     const releaseReviews = (m: Member, why: string) =>
-      Effect.forEach(
-        [...m.reviewing],
-        (worker) =>
-          Effect.ignore(
+      Effect.gen(function* () {
+        const taken = [...m.reviewing]
+        m.reviewing.clear()
+        for (const worker of taken) {
+          yield* Effect.ignore(
             deliver(
               {
                 id: `${m.name}:${m.tasks}:${worker}:no-verdict`,
@@ -505,9 +524,15 @@ export const make = (
               },
               worker
             )
-          ),
-        { discard: true }
-      ).pipe(Effect.ensuring(Effect.sync(() => m.reviewing.clear())))
+          )
+        }
+        // reviews still waiting in its mailbox will not be read either
+        const queued = m.mailbox.filter((l) => l.kind === "review")
+        for (const letter of queued) {
+          m.mailbox.splice(m.mailbox.indexOf(letter), 1)
+          yield* Effect.ignore(deliver(noVerdict(letter, m, why), letter.from))
+        }
+      })
 
     const startMember = (m: Member, restored = false): Effect.Effect<void> =>
       Effect.gen(function* () {
@@ -523,7 +548,6 @@ export const make = (
                   })
                 : Effect.gen(function* () {
                     yield* Effect.ignore(record(m, "crew.member.failed", { error: e.message }))
-                    yield* releaseReviews(m, `failed: ${e.message}`)
                     // the report is queued before the status changes, so `settle` never sees a quiet crew in between
                     yield* policy.offer({
                       id: `${m.name}:failed:${m.tasks}`,
@@ -532,13 +556,13 @@ export const make = (
                       text: `failed: ${e.message}. Restart it with crew_restart if it is still needed.`
                     })
                     m.status = "failed"
+                    yield* releaseReviews(m, `failed: ${e.message}`)
                   })
           ),
           Effect.catchAllDefect((d) =>
             Effect.gen(function* () {
               const message = d instanceof Error ? d.message : String(d)
               yield* Effect.ignore(record(m, "crew.member.failed", { error: message }))
-              yield* releaseReviews(m, `crashed: ${message}`)
               yield* policy.offer({
                 id: `${m.name}:failed:${m.tasks}`,
                 from: m.name,
@@ -546,6 +570,7 @@ export const make = (
                 text: `crashed: ${message}. Restart it with crew_restart if it is still needed.`
               })
               m.status = "failed"
+              yield* releaseReviews(m, `crashed: ${message}`)
             })
           ),
           Effect.ensuring(poke),
@@ -559,7 +584,7 @@ export const make = (
         const m: Member = {
           name: memberName,
           role,
-          status: "idle",
+          status: "starting",
           task: null,
           tasks: 0,
           mailbox: [],
@@ -617,7 +642,7 @@ export const make = (
         if (!roleMap.has(to)) {
           return yield* new CrewError({
             message: `no member or role named ${to}; roles: ${roles.map((r) => r.name).join(", ")}; members: ${
-              [...members.keys()].join(", ") || "none"
+              memberNames() || "none"
             }`
           })
         }
@@ -648,12 +673,13 @@ export const make = (
           if (m.status !== "failed" && m.status !== "stopped") {
             return yield* new CrewError({ message: `${name} is ${m.status}; only failed or stopped members restart` })
           }
-          m.status = "idle"
+          // busy until its loop is ready for letters, so no checkpoint or quiet crew is seen in between
+          m.status = "starting"
           m.signal = yield* Deferred.make<void>()
           yield* startMember(m)
           return info(m)
         }),
-      status: Effect.sync(() => [...members.values()].map(info)),
+      status: Effect.sync(() => [...members.values()].map(info).sort((a, b) => (a.name < b.name ? -1 : 1))),
       inbox: {
         take: policy.take,
         delivered: (message) => policy.delivered(message.ids ?? [message.id])
@@ -668,7 +694,7 @@ export const make = (
           let busy = false
           for (const m of members.values()) {
             if (yield* rec.replaying(m.name)) busy = true
-            else if (m.status === "working" || m.status === "waiting-approval") busy = true
+            else if (m.status === "starting" || m.status === "working" || m.status === "waiting-approval") busy = true
             else if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) busy = true
           }
           if (!busy) return yield* policy.flush
@@ -712,6 +738,7 @@ export const make = (
             name: m.name,
             role: m.role.name,
             status: m.status,
+            task: m.task,
             tasks: m.tasks,
             consumed: [...m.consumed],
             agent: m.agent ? yield* m.agent.save : null,
@@ -736,7 +763,7 @@ export const make = (
           name: saved.name,
           role,
           status: saved.status,
-          task: null,
+          task: saved.task ?? null,
           tasks: saved.tasks,
           mailbox: [],
           consumed: new Set(saved.consumed),
@@ -758,7 +785,8 @@ export const make = (
           workspace = back.workspace
           m.ownWorkspace = { info: saved.workspace }
         }
-        m.agent = yield* makeAgent(m, workspace, saved.agent ?? undefined)
+        // a member that had no agent yet gets one when it is restarted (in the workspace its spawn gives)
+        if (saved.agent) m.agent = yield* makeAgent(m, workspace, saved.agent)
         if (m.status === "idle") yield* startMember(m, true)
       }
     }

@@ -130,27 +130,18 @@ export const make = (options: Options = {}): Service => {
           if (i >= 0) queue.splice(i, 1)
         }
       }),
+    // The boundary count and the last notable delivery are not kept: replayed deliveries do not
+    // count boundaries, so a session resumed from its whole log starts them afresh too.
     checkpoint: {
-      save: Effect.sync(() => ({
-        queue: [...queue],
-        done: [...done],
-        boundary,
-        // -Infinity is not JSON
-        lastNotable: Number.isFinite(lastNotable) ? lastNotable : null
-      })),
+      save: Effect.sync(() => ({ queue: [...queue], done: [...done] })),
       restore: (state) =>
         Effect.sync(() => {
-          const st = state as {
-            queue: Array<Report>
-            done: Array<string>
-            boundary: number
-            lastNotable: number | null
-          }
+          const st = state as { queue: Array<Report>; done: Array<string> }
           queue.splice(0, queue.length, ...st.queue)
           done.clear()
           for (const id of st.done) done.add(id)
-          boundary = st.boundary
-          lastNotable = st.lastNotable ?? Number.NEGATIVE_INFINITY
+          boundary = 0
+          lastNotable = Number.NEGATIVE_INFINITY
         })
     }
   }

@@ -192,6 +192,45 @@ describe("Crew", () => {
       })
   )
 
+  it.live("a review for a stopped reviewer is answered with no verdict; the crew lists members by name", () =>
+    Effect.gen(function* () {
+      const script = routed({
+        main: (c) => {
+          if (c.turn === 0) {
+            return Scripted.toolCalls([
+              { id: "m", name: "message", params: { to: "reviewer-1", text: "hello" } },
+              { id: "s", name: "crew_stop", params: { name: "reviewer-1" } }
+            ])
+          }
+          if (c.turn === 1) {
+            return Scripted.toolCalls([{ id: "d", name: "delegate", params: { to: "worker", task: "write note a" } }])
+          }
+          if (c.turn === 2) return Scripted.toolCalls([{ id: "st", name: "crew_status", params: {} }])
+          return Scripted.text(`ack ${c.turn}`)
+        },
+        worker: (c) =>
+          c.lastResults.length > 0
+            ? Scripted.text("wrote a")
+            : Scripted.toolCalls([{ name: "write_note", params: { name: "a", text: "A" } }]),
+        reviewer: () => Scripted.text("hello")
+      })
+      const { events } = yield* recordLive(crewProgram(scriptedModel([script]).layer, new Map(), "go"))
+      const done = events.find((e) => e.type === "crew.task.done")!
+      expect((done.data as any).review).toEqual({ verdict: "none", rounds: 1 })
+      const verdict = events.find((e) => e.type === "crew.verdict.received")!
+      expect((verdict.data as any).text).toBe("reviewer-1 is stopped; no verdict")
+      const status = events.find((e) => e.type === "tool.completed" && (e.data as any).tool === "crew_status")
+      const names = ((status?.data as any)?.result?.members ?? []).map((m: Crew.MemberInfo) => m.name)
+      expect(names.length).toBeGreaterThan(1)
+      expect(names).toEqual([...names].sort())
+      const report = yield* Session.replay(crewProgram(Model.layerLanguageModelForbidden, new Map(), "go"), {
+        events,
+        verify: true
+      })
+      expect(report.matched).toBe(events.length)
+    })
+  )
+
   it.live("100 info reports reach the main agent as a few digests", () =>
     Effect.gen(function* () {
       const script = routed({

@@ -193,6 +193,8 @@ export interface State {
 export interface ProgramOptions {
   /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
   readonly restore?: State | undefined
+  /** Runs once the program is ready to go on: the state restored (if there was one to restore). */
+  readonly ready?: Effect.Effect<void> | undefined
   /**
    * Checkpoints: at each idle point (every agent quiet, before the next user input) where `due`
    * says so, the state is saved and handed to `write`. Nothing is saved while the session is
@@ -201,11 +203,22 @@ export interface ProgramOptions {
    */
   readonly checkpoints?:
     | {
-        readonly due: Effect.Effect<boolean>
-        readonly write: (state: State) => Effect.Effect<void>
+        /** The seq a checkpoint taken now would be at, when one is due (every event handed out is durable). */
+        readonly due: Effect.Effect<number | undefined>
+        /** Whether the log is still exactly at `seq` (nothing was appended while the state was saved). */
+        readonly still: (seq: number) => Effect.Effect<boolean>
+        readonly write: (state: State, seq: number) => Effect.Effect<void>
       }
     | undefined
 }
+
+/** The checkpoint being restored does not fit this session (its state names what is not there). */
+export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>(
+  "@musekit/node/CheckpointUnusable"
+)("CheckpointUnusable", { reason: Schema.String }) {}
+
+const unusable = (d: unknown) =>
+  new CheckpointUnusable({ reason: `it cannot be restored: ${d instanceof Error ? d.message : String(d)}` })
 
 /**
  * The session program. It records `session.started` with the config, then serves user inputs
@@ -221,23 +234,31 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
+    /** While restoring, any failure means the checkpoint does not fit: the caller replays the whole log instead. */
+    const restoring = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
+      restore ? Effect.catchAllDefect(eff, (d) => Effect.fail(unusable(d))) : eff
     if (restore) {
       if (!model.checkpoint || !approvals.checkpoint) {
-        return yield* Effect.dieMessage("restoring a checkpoint needs a Model and Approvals service that keep state")
+        return yield* new CheckpointUnusable({ reason: "the model or approvals service keeps no state" })
       }
-      yield* model.checkpoint.restore(restore.model)
-      yield* approvals.checkpoint.restore(restore.approvals)
-      yield* plugins.restore(restore.plugins)
+      yield* restoring(model.checkpoint.restore(restore.model))
+      yield* restoring(approvals.checkpoint.restore(restore.approvals))
+      yield* restoring(plugins.restore(restore.plugins))
     }
-    const crew = cfg.crew ? yield* Crew.make({ budget: cfg.budget, restore: restore?.crew ?? undefined }) : undefined
-    const main = yield* Agent.make({
-      name: "main",
-      instructions: cfg.instructions,
-      budget: cfg.budget,
-      extraTools: crew?.tools ?? [],
-      inbox: crew?.inbox,
-      restore: restore?.main
-    })
+    const crew = cfg.crew
+      ? yield* restoring(Crew.make({ budget: cfg.budget, restore: restore?.crew ?? undefined }))
+      : undefined
+    const main = yield* restoring(
+      Agent.make({
+        name: "main",
+        instructions: cfg.instructions,
+        budget: cfg.budget,
+        extraTools: crew?.tools ?? [],
+        inbox: crew?.inbox,
+        restore: restore?.main
+      })
+    )
+    if (options.ready) yield* options.ready
     /** The state now, or `undefined` when a part of it cannot be saved. */
     const save = Effect.gen(function* () {
       if (!model.checkpoint || !approvals.checkpoint) return undefined
@@ -262,9 +283,12 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const output = io.output ?? (() => Effect.void)
     const turns: Array<Agent.TurnResult> = []
     while (true) {
-      if (options.checkpoints && !(yield* rec.replaying("main")) && (yield* options.checkpoints.due)) {
-        const state = yield* save
-        if (state) yield* options.checkpoints.write(state)
+      if (options.checkpoints && !(yield* rec.replaying("main"))) {
+        const seq = yield* options.checkpoints.due
+        if (seq !== undefined) {
+          const state = yield* save
+          if (state && (yield* options.checkpoints.still(seq))) yield* options.checkpoints.write(state, seq)
+        }
       }
       const got = yield* Recorder.poll<string>({
         agent: "main",
@@ -365,15 +389,17 @@ const checkpointsFor = (options: {
     const log = yield* EventLog.EventLog
     const redactor = EventLogFile.envRedactor()
     let last = options.from
+    /** The durable end of the log, when nothing handed out waits to become durable. */
+    const end = Effect.flatMap(log.settled, (settled) =>
+      settled ? Effect.map(log.lastSeq, (seq): number | undefined => seq) : Effect.succeed(undefined)
+    )
     return {
-      due: Effect.gen(function* () {
-        // state includes every event handed out; the checkpoint must name one that is durable
-        if (!(yield* log.settled)) return false
-        return (yield* log.lastSeq) - last >= options.every
-      }),
-      write: (state) =>
+      // the state includes every event handed out, so the checkpoint must name one that is durable
+      due: Effect.map(end, (seq) => (seq !== undefined && seq - last >= options.every ? seq : undefined)),
+      still: (seq) => Effect.map(end, (now) => now === seq),
+      write: (state, seq) =>
         Effect.gen(function* () {
-          const at = yield* Checkpoint.eventAt(log, yield* log.lastSeq)
+          const at = yield* Checkpoint.eventAt(log, seq)
           if (!at) return
           yield* EventLogFile.writeCheckpoint(
             options.dir,
@@ -401,18 +427,21 @@ export const start = (options: StartOptions) =>
     )
   }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
 
-const isState = (u: unknown): u is State => {
-  const s = u as State
-  return (
-    typeof u === "object" &&
-    u !== null &&
-    typeof s.config === "object" &&
-    typeof s.main === "object" &&
-    s.main !== null &&
-    Array.isArray(s.main.history) &&
-    typeof s.plugins === "object" &&
-    s.plugins !== null
-  )
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** Why `u` is not a session state (`undefined`: it is one). */
+const stateProblem = (u: unknown): string | undefined => {
+  if (!isObject(u)) return "its state is not an object"
+  if (!Schema.is(Config)(u.config)) return "its state holds no valid config"
+  const main = u.main
+  if (!isObject(main) || !Array.isArray(main.history) || typeof main.stable !== "number" || !isObject(main.usage)) {
+    return "its state holds no main agent"
+  }
+  if (!isObject(u.model) || !isObject(u.approvals) || !isObject(u.plugins)) return "its state is incomplete"
+  if (u.crew !== null && (!isObject(u.crew) || !Array.isArray(u.crew.members) || !isObject(u.crew.assigned))) {
+    return "its crew state is incomplete"
+  }
+  return undefined
 }
 
 /**
@@ -438,7 +467,7 @@ export const restorePoint = (
     let ignored: string | undefined
     if (Either.isRight(read)) {
       const cp = read.right
-      const why = isState(cp.state) ? yield* Checkpoint.mismatch(log, cp) : "its state is incomplete"
+      const why = stateProblem(cp.state) ?? (yield* Checkpoint.mismatch(log, cp))
       if (why === undefined) {
         const events = yield* EventLog.readAll(log, cp.seq + 1)
         return { state: cp.state as State, from: cp.seq, events, ignored }
@@ -462,28 +491,41 @@ export const resume = (
 ) =>
   Effect.gen(function* () {
     const dir = options.dir ?? EventLogFile.defaultDir()
-    const point =
-      options.useCheckpoint === false
-        ? { state: undefined, from: -1, events: yield* EventLog.readAll(yield* EventLog.EventLog) }
-        : yield* restorePoint(dir, options.session)
-    if (options.io.onResume) {
-      yield* options.io.onResume({
-        checkpoint: point.state ? point.from : null,
-        replaying: point.events.length,
-        ignored: ("ignored" in point ? point.ignored : undefined) ?? null
+    const log = yield* EventLog.EventLog
+    const wholeLog = Effect.map(EventLog.readAll(log), (events) => ({ state: undefined, from: -1, events }))
+    const run = (point: {
+      readonly state: State | undefined
+      readonly from: number
+      readonly events: ReadonlyArray<Event.Envelope>
+      readonly ignored?: string | undefined
+    }) =>
+      Effect.gen(function* () {
+        const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
+        const checkpoints = yield* checkpointsFor({
+          dir,
+          every: options.checkpointEvery ?? CHECKPOINT_EVERY,
+          from: point.from
+        })
+        const ready = options.io.onResume?.({
+          checkpoint: point.state ? point.from : null,
+          replaying: point.events.length,
+          ignored: point.ignored ?? null
+        })
+        return yield* Session.resume(
+          program(cfg, options.io, options.services, { restore: point.state, checkpoints, ready }).pipe(
+            Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
+          ),
+          { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
+        )
       })
-    }
-    const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
-    const checkpoints = yield* checkpointsFor({
-      dir,
-      every: options.checkpointEvery ?? CHECKPOINT_EVERY,
-      from: point.from
-    })
-    return yield* Session.resume(
-      program(cfg, options.io, options.services, { restore: point.state, checkpoints }).pipe(
-        Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
-      ),
-      { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
+    const point = options.useCheckpoint === false ? yield* wholeLog : yield* restorePoint(dir, options.session)
+    if (!point.state) return yield* run(point)
+    // a checkpoint that matches the log but cannot be restored (a role or plugin this run lacks):
+    // nothing was recorded yet, so the whole log is replayed instead
+    return yield* run(point).pipe(
+      Effect.catchTag("CheckpointUnusable", (e) =>
+        Effect.flatMap(wholeLog, (all) => run({ ...all, ignored: e.reason }))
+      )
     )
   }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session })))
 

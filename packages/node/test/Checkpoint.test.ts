@@ -192,7 +192,13 @@ describe("checkpoints", () => {
       ["another session's", fs.readFileSync(EventLogFile.checkpointFile(dir, "b"), "utf8"), "belongs to session b"],
       ["another log's", good.replace(/"check":"[0-9a-f]+"/, '"check":"00000000000000"'), "another event at seq"],
       ["ahead of the log", good.replace(/"seq":\d+/, '"seq":999999'), "the log ends at"],
-      ["older format", good.replace('"version":1', '"version":0'), "format version 0"]
+      ["older format", good.replace('"version":1', '"version":0'), "format version 0"],
+      ["incomplete", good.replace('"approvals":{', '"approvals":null,"was":{'), "its state is incomplete"],
+      [
+        "unrestorable",
+        good.replaceAll('"role":"worker"', '"role":"gardener"'),
+        "cannot be restored: a checkpoint names crew role gardener"
+      ]
     ]
     const events = await read(dir, "a")
     for (const [what, text, reason] of cases) {

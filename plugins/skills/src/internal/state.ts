@@ -79,12 +79,12 @@ export const stateOf = (agent: Agent.Agent): Effect.Effect<State & { readonly re
     return s
   })
 
-/** Every agent's skill state in the run `rec` records, as JSON data; `undefined` while a skill is mid-way. */
+/** Every agent's skill state in the run `rec` records, as JSON data. */
 export const save = (rec: object): Effect.Effect<unknown> =>
   Effect.gen(function* () {
     const out: Record<string, unknown> = {}
+    // (`submitted*` are left over only by an interrupted turn, and every reader resets them first)
     for (const [agent, s] of byRecorder.get(rec) ?? []) {
-      if (s.submittedPlan || s.submittedFindings || s.submittedVerdict) return undefined
       const agentState = (a: Agent.Agent | undefined, restored: Agent.State | undefined) =>
         a ? Effect.map(a.save, (st): Agent.State | null => st) : Effect.succeed(restored ?? null)
       out[agent] = {
