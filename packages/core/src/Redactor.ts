@@ -41,12 +41,19 @@ interface Finds {
   readonly secrets: ReadonlyArray<string>
   /** Every credential shape at once (not global: `test` keeps no state). */
   readonly pattern: RegExp
-  /** Short strings and numbers found clean (keys, names, counts recur in every event). */
-  readonly clean: Set<string | number>
+  /**
+   * No credential shape can begin inside an escape sequence (`\n`, `\u001f`, …): a string then
+   * holds a match as written in JSON exactly when it holds one as it is.
+   */
+  readonly escapesHarmless: boolean
+  /** Numbers found clean (counts and sizes recur in every event). */
+  readonly clean: Set<number>
 }
 
-const CLEAN_CACHE_CHARS = 256
 const CLEAN_CACHE_SIZE = 4_096
+
+/** A pattern that begins with a required literal that no escape sequence contains after its `\`. */
+const STARTS_OUTSIDE_ESCAPES = /^[A-Zg-mo-qsv-z_-][^?*{]/
 
 const finds = new WeakMap<Redactor, Finds>()
 
@@ -93,7 +100,12 @@ export const make = (options: { readonly secrets?: Readonly<Record<string, strin
     !["null", "true", "false"].some((literal) => pattern.test(literal)) &&
     secrets.every(([, value]) => !STRUCTURAL.test(value))
   ) {
-    finds.set(redactor, { secrets: secrets.map(([, value]) => value), pattern, clean: new Set() })
+    finds.set(redactor, {
+      secrets: secrets.map(([, value]) => value),
+      pattern,
+      escapesHarmless: patterns.every((p) => STARTS_OUTSIDE_ESCAPES.test(p.source) && !p.source.includes("|")),
+      clean: new Set()
+    })
   }
   return redactor
 }
@@ -122,15 +134,10 @@ export const isClean = (redactor: Redactor, value: unknown): boolean => {
 }
 
 const cleanString = (f: Finds, s: string): boolean => {
-  const short = s.length <= CLEAN_CACHE_CHARS
-  if (short && f.clean.has(s)) return true
+  if (f.escapesHarmless && f.secrets.length === 0) return !f.pattern.test(s)
   const text = NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : s
   if (f.pattern.test(text)) return false
   for (const secret of f.secrets) if (text.includes(secret)) return false
-  if (short) {
-    if (f.clean.size >= CLEAN_CACHE_SIZE) f.clean.clear()
-    f.clean.add(s)
-  }
   return true
 }
 

@@ -61,6 +61,15 @@ const redactors: ReadonlyArray<readonly [string, Redactor.Redactor]> = [
 
 const text = fc.oneof(
   fc.string({ maxLength: 8 }),
+  // pieces of credential shapes next to characters JSON escapes
+  fc
+    .array(
+      fc.constantFrom("sk-", "AKIA", "xox", "b-", "ABCDEFGHIJ", "0123456789", "\n", '"', "\\", "\u0001", "\ud800", " "),
+      {
+        maxLength: 8
+      }
+    )
+    .map((pieces) => pieces.join("")),
   fc.constantFrom(
     "sk-abcdefghijklmnopqrstuvwxyz012345",
     "AKIAABCDEFGHIJKLMNOP",
