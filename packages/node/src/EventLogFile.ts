@@ -132,17 +132,31 @@ const pidAlive = (pid: number): boolean => {
   }
 }
 
-/** Holder of a lock file: its pid, or `undefined` when the file is missing or holds no pid. */
-const lockHolder = (file: string): number | undefined => {
+/** A lock file as found: its inode and the pid in it (`undefined`: no pid in it). `undefined` when missing. */
+const lockState = (file: string): { readonly ino: number; readonly pid: number | undefined } | undefined => {
   try {
+    const ino = fs.statSync(file).ino
     const pid = Number(fs.readFileSync(file, "utf8").trim())
-    return Number.isInteger(pid) && pid > 0 ? pid : undefined
-  } catch {
-    return undefined
+    return { ino, pid: Number.isInteger(pid) && pid > 0 ? pid : undefined }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+    throw e
   }
 }
 
-/** Create `file` holding our pid, whole or not at all (`false`: it exists). */
+/** Remove `file` if it is still the one found (same inode). */
+const removeIfSame = (file: string, ino: number) => {
+  try {
+    if (fs.statSync(file).ino === ino) fs.rmSync(file, { force: true })
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+  }
+}
+
+/**
+ * Create `file` holding our pid, whole or not at all (`false`: it exists): written aside, then
+ * linked into place. Where hard links are not supported, an exclusive create.
+ */
 const createLockFile = (file: string): boolean => {
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`
   fs.writeFileSync(tmp, String(process.pid), { mode: 0o600 })
@@ -150,8 +164,18 @@ const createLockFile = (file: string): boolean => {
     fs.linkSync(tmp, file)
     return true
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false
-    throw e
+    const code = (e as NodeJS.ErrnoException).code
+    if (code === "EEXIST") return false
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS") throw e
+    try {
+      const fd = fs.openSync(file, "wx", 0o600)
+      fs.writeSync(fd, String(process.pid))
+      fs.closeSync(fd)
+      return true
+    } catch (e2) {
+      if ((e2 as NodeJS.ErrnoException).code === "EEXIST") return false
+      throw e2
+    }
   } finally {
     fs.rmSync(tmp, { force: true })
   }
@@ -160,30 +184,36 @@ const createLockFile = (file: string): boolean => {
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
 /**
- * Take the writer lock of a session: a file holding our pid, created whole (written aside, then
- * linked into place). A lock whose process is gone is stale and is replaced under a second lock
- * (`<lock>.takeover`), so of several processes that find it stale at once exactly one takes it.
+ * Take the writer lock of a session: a file holding our pid, created whole. A lock whose process
+ * is gone is stale and is replaced under a second lock (`<lock>.takeover`), removing only the very
+ * file found stale (by inode), so of several processes that find it stale at once exactly one
+ * takes it.
  */
 const acquireLock = (session: string, lockFile: string): Effect.Effect<void, EventLog.EventLogError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {
         const takeover = `${lockFile}.takeover`
-        for (let attempt = 0; attempt < 200; attempt++) {
+        for (let attempt = 0; attempt < 400; attempt++) {
           if (createLockFile(lockFile)) return
-          const pid = lockHolder(lockFile)
-          if (pid !== undefined && pidAlive(pid)) throw new EventLog.SessionLocked({ session, pid, lockFile })
-          // stale (or being replaced right now): replace it while holding the takeover lock
+          const found = lockState(lockFile)
+          if (!found) continue // released meanwhile: try again
+          if (found.pid !== undefined && pidAlive(found.pid)) {
+            throw new EventLog.SessionLocked({ session, pid: found.pid, lockFile })
+          }
+          // stale: replace it while holding the takeover lock
           if (!createLockFile(takeover)) {
-            const holder = lockHolder(takeover)
-            if (holder !== undefined && !pidAlive(holder)) fs.rmSync(takeover, { force: true })
+            const holder = lockState(takeover)
+            if (holder && (holder.pid === undefined || !pidAlive(holder.pid))) removeIfSame(takeover, holder.ino)
             sleepSync(5)
             continue
           }
           try {
-            const now = lockHolder(lockFile)
-            if (now !== undefined && pidAlive(now)) throw new EventLog.SessionLocked({ session, pid: now, lockFile })
-            fs.rmSync(lockFile, { force: true })
+            const now = lockState(lockFile)
+            if (now && now.pid !== undefined && pidAlive(now.pid)) {
+              throw new EventLog.SessionLocked({ session, pid: now.pid, lockFile })
+            }
+            if (now) removeIfSame(lockFile, now.ino)
             if (createLockFile(lockFile)) return
           } finally {
             fs.rmSync(takeover, { force: true })
@@ -196,7 +226,8 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
     () =>
       Effect.sync(() => {
         // only our own lock (a take-over by another process after a pause must not be undone)
-        if (lockHolder(lockFile) === process.pid) fs.rmSync(lockFile, { force: true })
+        const found = lockState(lockFile)
+        if (found?.pid === process.pid) removeIfSame(lockFile, found.ino)
       })
   )
 
