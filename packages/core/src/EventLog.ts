@@ -130,6 +130,8 @@ export interface Service {
   readonly lastSeq: Effect.Effect<number>
   /** Whether every event handed out so far is durable (nothing `enqueue`d waits for a later append). */
   readonly settled: Effect.Effect<boolean>
+  /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
+  readonly redact: (text: string) => string
   /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
   readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
@@ -374,6 +376,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       stream,
       lastSeq: Effect.sync(() => durableSeq),
       settled: Effect.sync(() => durableSeq === nextSeq - 1),
+      redact: (text) => redactor.redact(text),
       putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
       getBlob: backend.getBlob
     } satisfies Service

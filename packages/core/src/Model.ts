@@ -167,8 +167,9 @@ export const hash53 = (s: string): string => {
 }
 
 /**
- * The recorded fingerprint of a prompt: a hash chained over the canonical JSON of its messages,
- * `h(i) = hash53(h(i-1) + "\n" + json(i))` with `h(-1) = ""`; an empty prompt hashes `""`.
+ * The recorded fingerprint of a prompt: a hash chained over the canonical JSON of its messages as
+ * the log stores it (redacted), `h(i) = hash53(h(i-1) + "\n" + json(i))` with `h(-1) = ""`; an
+ * empty prompt hashes `""`.
  */
 export const promptHash = (messageJson: ReadonlyArray<string>): string => {
   let h = ""
@@ -238,17 +239,20 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
   Effect.gen(function* () {
     const lm = yield* LanguageModel.LanguageModel
     const rec = yield* Recorder.Recorder
-    // Per agent: the JSON of each message of its previous request (to record only what is new) and
-    // a running hash over them (so a request's fingerprint costs only its new messages).
-    const previous = new Map<string, { json: Array<string>; chain: Array<string> }>()
-    const jsonCache = new WeakMap<object, string>()
-    const jsonOf = (m: Prompt.MessageEncoded) => {
-      let j = jsonCache.get(m)
-      if (j === undefined) {
-        j = Event.canonicalJson(m)
-        jsonCache.set(m, j)
+    // Per agent: a hash of each message of its previous request (to record only what is new) and a
+    // running hash over them (so a request's fingerprint costs only its new messages). Both are taken
+    // over the messages' JSON as the log stores it, redacted: a replay sees only that, and computes
+    // the same (and a checkpoint of this state holds no secret).
+    const previous = new Map<string, { hashes: Array<string>; chain: Array<string> }>()
+    const jsonCache = new WeakMap<object, { json: string; hash: string }>()
+    const fingerprintOf = (m: Prompt.MessageEncoded) => {
+      let f = jsonCache.get(m)
+      if (f === undefined) {
+        const json = rec.redact(Event.canonicalJson(m))
+        f = { json, hash: hash53(json) }
+        jsonCache.set(m, f)
       }
-      return j
+      return f
     }
     const decoded = new WeakMap<object, Prompt.Message>()
     const decodeMessage = Schema.decodeSync(Prompt.Message)
@@ -326,16 +330,21 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     ): Effect.Effect<Result, ModelError | Recorder.RecorderError> =>
       Effect.gen(function* () {
         let state = previous.get(request.agent)
-        if (!state) previous.set(request.agent, (state = { json: [], chain: [] }))
+        if (!state) previous.set(request.agent, (state = { hashes: [], chain: [] }))
         const n = request.messages.length
-        let keep = Math.min(request.stablePrefix ?? 0, state.json.length, n)
-        while (keep < state.json.length && keep < n && state.json[keep] === jsonOf(request.messages[keep]!)) keep++
-        state.json.length = keep
+        let keep = Math.min(request.stablePrefix ?? 0, state.hashes.length, n)
+        while (
+          keep < state.hashes.length &&
+          keep < n &&
+          state.hashes[keep] === fingerprintOf(request.messages[keep]!).hash
+        )
+          keep++
+        state.hashes.length = keep
         state.chain.length = keep
         for (let i = keep; i < n; i++) {
-          const j = jsonOf(request.messages[i]!)
-          state.json.push(j)
-          state.chain.push(hash53(`${i === 0 ? "" : state.chain[i - 1]}\n${j}`))
+          const f = fingerprintOf(request.messages[i]!)
+          state.hashes.push(f.hash)
+          state.chain.push(hash53(`${i === 0 ? "" : state.chain[i - 1]}\n${f.json}`))
         }
         const { value, outcome } = yield* Recorder.step<Outcome, never, never>({
           agent: request.agent,
@@ -344,7 +353,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
             type: "model.requested",
             data: {
               model: name,
-              system: hash53(request.system),
+              system: hash53(rec.redact(request.system)),
               tools: request.tools.map((t) => t.name),
               messages: n,
               keep,
@@ -373,15 +382,17 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
 
     const checkpoint: Service["checkpoint"] = {
       save: Effect.sync(() =>
-        Object.fromEntries([...previous].map(([agent, st]) => [agent, { json: [...st.json], chain: [...st.chain] }]))
+        Object.fromEntries(
+          [...previous].map(([agent, st]) => [agent, { hashes: [...st.hashes], chain: [...st.chain] }])
+        )
       ),
       restore: (state) =>
         Effect.sync(() => {
           previous.clear()
           for (const [agent, st] of Object.entries(
-            state as Record<string, { json: Array<string>; chain: Array<string> }>
+            state as Record<string, { hashes: Array<string>; chain: Array<string> }>
           ))
-            previous.set(agent, { json: [...st.json], chain: [...st.chain] })
+            previous.set(agent, { hashes: [...st.hashes], chain: [...st.chain] })
         })
     }
 

@@ -93,6 +93,11 @@ export interface Service {
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>
   /** Called by an agent program on every event it produced (for observers and the UI). */
   readonly events: ReadonlyArray<(e: Event.Envelope) => Effect.Effect<void>>
+  /**
+   * What the log does to text before storing it (secrets replaced). Fingerprints of recorded data
+   * are taken over redacted text, so a replay, which sees only redacted data, computes the same.
+   */
+  readonly redact: (text: string) => string
 }
 
 export interface AppendOptions {
@@ -150,7 +155,8 @@ export const makeLive = (
     mode: "live",
     putBlob: log.putBlob,
     getBlob: log.getBlob,
-    events: []
+    events: [],
+    redact: log.redact
   }
 }
 
@@ -326,6 +332,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
           ? options.getBlob(hash)
           : Effect.fail(new EventLog.BlobNotFound({ hash })),
     events: [],
+    redact: options.redactor ? (text) => options.redactor!.redact(text) : (options.log?.redact ?? ((text) => text)),
     remaining: () => {
       const out: Array<Event.Envelope> = []
       for (const q of queues.values()) out.push(...q.events.slice(q.cursor))

@@ -288,6 +288,16 @@ describe("Agent loop", () => {
       const all = events.map((e) => Event.encodeLine(e)).join("\n")
       expect(all).not.toContain(secret)
       expect(all).toContain("[REDACTED:OPENAI_API_KEY]")
+      // and the redacted log still replays exactly (the replay sees the redacted tool output)
+      const report = yield* Session.replay(
+        program({ store: new Map(), languageModel: Model.layerLanguageModelForbidden }),
+        {
+          events,
+          verify: true,
+          redactor: Redactor.make({ secrets: { OPENAI_API_KEY: secret } })
+        }
+      )
+      expect(report.matched).toBe(events.length)
     })
   )
 

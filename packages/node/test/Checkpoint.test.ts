@@ -174,6 +174,61 @@ describe("checkpoints", () => {
     expect(report.matched).toBe(viaCheckpoint.length)
   }, 60_000)
 
+  it("a secret in tool output reaches neither the log nor the checkpoint, and the session replays and resumes exactly", async () => {
+    const secret = 'pk-"quoted"-second-part-0123456789'
+    process.env.MUSE_TEST_PRIVATE_KEY = secret
+    try {
+      const base = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cp-secret-"))
+      const root = path.join(base, "root")
+      const dir = path.join(base, "state")
+      fs.mkdirSync(root)
+      fs.writeFileSync(path.join(root, ".env"), `KEY=${secret}\n`)
+      const secretModel = () =>
+        scriptedModel([
+          routed({
+            main: (c) =>
+              c.lastResults.length > 0
+                ? Scripted.text(`read it (${c.turn})`)
+                : Scripted.toolCalls([{ id: `r${c.turn}`, name: "read_file", params: { path: ".env" } }])
+          })
+        ]).layer
+      const config = SessionRuntime.config({ root, model: "scripted/cp", approvalMode: "auto", crew: false })
+      const run = (texts: ReadonlyArray<string>, resumed?: Array<SessionRuntime.ResumeInfo>) =>
+        Effect.runPromise(
+          SessionRuntime.resume({
+            session: "s",
+            dir,
+            io: io(texts, resumed),
+            services: { languageModel: secretModel() },
+            checkpointEvery: 1
+          })
+        )
+      await Effect.runPromise(
+        SessionRuntime.start({
+          config,
+          session: "s",
+          dir,
+          io: io(["read the env file"]),
+          services: { languageModel: secretModel() },
+          checkpointEvery: 1
+        })
+      )
+      const resumed: Array<SessionRuntime.ResumeInfo> = []
+      await run(["read it again"], resumed)
+      expect(resumed[0]?.checkpoint).not.toBeNull()
+      const logText = fs.readFileSync(path.join(dir, "sessions", "s.jsonl"), "utf8")
+      const checkpointText = fs.readFileSync(EventLogFile.checkpointFile(dir, "s"), "utf8")
+      for (const text of [logText, checkpointText]) {
+        expect(text).not.toContain("second-part-0123456789")
+        expect(text).toContain("[REDACTED:MUSE_TEST_PRIVATE_KEY]")
+      }
+      const report = await Effect.runPromise(SessionRuntime.replay({ session: "s", dir, verify: true }))
+      expect(report.matched).toBe((await read(dir, "s")).length)
+    } finally {
+      delete process.env.MUSE_TEST_PRIVATE_KEY
+    }
+  }, 60_000)
+
   it("a checkpoint that does not fit its log is ignored with the reason, and resume replays the whole log", async () => {
     const base = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cp-bad-"))
     const root = path.join(base, "root")
