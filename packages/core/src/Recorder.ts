@@ -196,7 +196,12 @@ export interface ReplayState {
  * member by member, with nothing in it to redact, is known to match without serializing it; in
  * every other case (a mismatch included) the JSON texts are compared.
  */
-const sameAs = (draft: Event.Draft, recorded: Event.Envelope, redactor: Redactor.Redactor): boolean => {
+const sameAs = (
+  draft: Event.Draft,
+  recorded: Event.Envelope,
+  redactor: Redactor.Redactor,
+  checks: Redactor.TokenChecks | undefined
+): boolean => {
   if (
     draft.type !== recorded.type ||
     (draft.parent ?? "") !== (recorded.parent ?? "") ||
@@ -206,7 +211,7 @@ const sameAs = (draft: Event.Draft, recorded: Event.Envelope, redactor: Redactor
   }
   const expected = stripObserved(recorded.data)
   const produced = draft.data === recorded.data ? expected : stripObserved(draft.data)
-  if (sameJson(produced, expected, 0) && Redactor.isClean(redactor, expected)) return true
+  if (checks !== undefined && sameCleanJson(produced, expected, redactor, checks, 0)) return true
   return redactor.redact(Event.canonicalJson(produced)) === Event.canonicalJson(expected)
 }
 
@@ -217,12 +222,31 @@ const MAX_DEPTH = 64
 const omitted = (v: unknown) => v === undefined || typeof v === "function" || typeof v === "symbol"
 
 /**
- * Whether `a` and `b` certainly have the same canonical JSON: the same value, or plain data
- * (strings, numbers, booleans, null, arrays, plain objects without `toJSON`) equal member by
- * member, keys in the same order. `false` means "differs or not known".
+ * Whether `a` and `b` certainly have the same canonical JSON, with nothing in it to redact: the
+ * same value (`Redactor.isClean`), or plain data (strings, numbers, booleans, null, arrays, plain
+ * objects without `toJSON`) equal member by member, keys in the same order. `false` means "differs
+ * or not known".
  */
-const sameJson = (a: unknown, b: unknown, depth: number): boolean => {
-  if (a === b) return true
+const sameCleanJson = (
+  a: unknown,
+  b: unknown,
+  redactor: Redactor.Redactor,
+  checks: Redactor.TokenChecks,
+  depth: number
+): boolean => {
+  if (a === b) {
+    switch (typeof b) {
+      case "string":
+        return checks.string(b)
+      case "number":
+        return !Number.isFinite(b) || checks.number(b)
+      case "boolean":
+      case "undefined":
+        return true
+      default:
+        return b === null || Redactor.isClean(redactor, b)
+    }
+  }
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null || depth >= MAX_DEPTH) return false
   if ((a as { toJSON?: unknown }).toJSON !== undefined || (b as { toJSON?: unknown }).toJSON !== undefined) return false
   const proto = Object.getPrototypeOf(a)
@@ -231,7 +255,7 @@ const sameJson = (a: unknown, b: unknown, depth: number): boolean => {
     const x = a as ReadonlyArray<unknown>
     const y = b as ReadonlyArray<unknown>
     if (x.length !== y.length) return false
-    for (let i = 0; i < x.length; i++) if (!sameJson(x[i], y[i], depth + 1)) return false
+    for (let i = 0; i < x.length; i++) if (!sameCleanJson(x[i], y[i], redactor, checks, depth + 1)) return false
     return true
   }
   if (proto !== Object.prototype && proto !== null) return false
@@ -247,7 +271,8 @@ const sameJson = (a: unknown, b: unknown, depth: number): boolean => {
     while (i < xs.length && omitted((xv = x[xs[i]!]))) i++
     while (j < ys.length && omitted((yv = y[ys[j]!]))) j++
     if (i === xs.length || j === ys.length) return i === xs.length && j === ys.length
-    if (xs[i] !== ys[j] || !sameJson(xv, yv, depth + 1)) return false
+    const key = xs[i]!
+    if (key !== ys[j] || !checks.string(key) || !sameCleanJson(xv, yv, redactor, checks, depth + 1)) return false
     i++
     j++
   }
@@ -261,6 +286,7 @@ const show = (d: Event.Draft) => {
 /** A recorder that replays `events` (and, for `resume`, continues live on `log`). */
 export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
   const redactor = options.redactor ?? Redactor.none
+  const checks = Redactor.tokenChecks(redactor)
   const queues = new Map<string, { events: Array<Event.Envelope>; cursor: number }>()
   for (const e of options.events) {
     let q = queues.get(e.agent)
@@ -283,7 +309,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
       return new Interrupted({ seq: expected.seq, agent: draft.agent })
     }
-    if (!sameAs(draft, expected, redactor)) {
+    if (!sameAs(draft, expected, redactor, checks)) {
       return new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
     }
     q.cursor++

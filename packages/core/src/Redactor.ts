@@ -35,27 +35,56 @@ export const none: Redactor = { redact: (json) => json }
 
 const escapeForJson = (s: string) => JSON.stringify(s).slice(1, -1)
 
-/** What a redactor made by `make` looks for, when `isClean` can answer for it (see there). */
-interface Finds {
-  /** Secret values as they appear in JSON. */
-  readonly secrets: ReadonlyArray<string>
-  /** Every credential shape at once (not global: `test` keeps no state). */
-  readonly pattern: RegExp
-  /**
-   * No credential shape can begin inside an escape sequence (`\n`, `\u001f`, …): a string then
-   * holds a match as written in JSON exactly when it holds one as it is.
-   */
-  readonly escapesHarmless: boolean
-  /** Numbers found clean (counts and sizes recur in every event). */
-  readonly clean: Set<number>
+/**
+ * Checks of the tokens of canonical JSON one at a time, for a redactor whose finds cannot span two
+ * tokens (see `isClean`). Walks that visit the strings and numbers of a value anyway (`Recorder`
+ * compares a produced event with the recorded one) use them directly.
+ */
+export interface TokenChecks {
+  /** Whether a string (a key or a value) holds nothing to redact, as JSON writes it. */
+  readonly string: (s: string) => boolean
+  /** Whether a finite number holds nothing to redact, as JSON writes it. */
+  readonly number: (n: number) => boolean
 }
 
-const CLEAN_CACHE_SIZE = 4_096
+const nothingToCheck: TokenChecks = { string: () => true, number: () => true }
+
+const checksOf = new WeakMap<Redactor, TokenChecks>()
+
+/** The token checks of `redactor`; `undefined` when it cannot be checked token by token. */
+export const tokenChecks = (redactor: Redactor): TokenChecks | undefined =>
+  redactor === none ? nothingToCheck : checksOf.get(redactor)
+
+/** Numbers found clean are remembered (counts and sizes recur in every event), up to this many. */
+const CLEAN_NUMBERS = 4_096
 
 /** A pattern that begins with a required literal that no escape sequence contains after its `\`. */
 const STARTS_OUTSIDE_ESCAPES = /^[A-Zg-mo-qsv-z_-][^?*{]/
 
-const finds = new WeakMap<Redactor, Finds>()
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
+
+const makeChecks = (secrets: ReadonlyArray<string>, pattern: RegExp, escapesHarmless: boolean): TokenChecks => {
+  // With no secrets, and no credential shape that can begin inside an escape sequence (`\n`,
+  // `\u001f`, …), a string holds a match as JSON writes it exactly when it holds one as it is.
+  const string =
+    escapesHarmless && secrets.length === 0
+      ? (s: string) => !pattern.test(s)
+      : (s: string) => {
+          const text = NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : s
+          if (pattern.test(text)) return false
+          for (const secret of secrets) if (text.includes(secret)) return false
+          return true
+        }
+  const clean = new Set<number>()
+  const number = (n: number) => {
+    if (clean.has(n)) return true
+    if (!string(String(n))) return false
+    if (clean.size >= CLEAN_NUMBERS) clean.clear()
+    clean.add(n)
+    return true
+  }
+  return { string, number }
+}
 
 /**
  * A credential shape whose matches can only consist of `[A-Za-z0-9_-]`: literal characters of that
@@ -100,20 +129,21 @@ export const make = (options: { readonly secrets?: Readonly<Record<string, strin
     !["null", "true", "false"].some((literal) => pattern.test(literal)) &&
     secrets.every(([, value]) => !STRUCTURAL.test(value))
   ) {
-    finds.set(redactor, {
-      secrets: secrets.map(([, value]) => value),
-      pattern,
-      escapesHarmless: patterns.every((p) => STARTS_OUTSIDE_ESCAPES.test(p.source) && !p.source.includes("|")),
-      clean: new Set()
-    })
+    const escapesHarmless = patterns.every((p) => STARTS_OUTSIDE_ESCAPES.test(p.source) && !p.source.includes("|"))
+    checksOf.set(
+      redactor,
+      makeChecks(
+        secrets.map(([, value]) => value),
+        pattern,
+        escapesHarmless
+      )
+    )
   }
   return redactor
 }
 
 /** Nesting deeper than this is left to `redact` (and a cycle to the serializer, which throws). */
 const MAX_DEPTH = 64
-
-const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
 
 /**
  * Whether `redactor.redact(Event.canonicalJson(value))` is certain to return the JSON unchanged,
@@ -128,31 +158,17 @@ const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
  * "not known" when they do not hold.
  */
 export const isClean = (redactor: Redactor, value: unknown): boolean => {
-  if (redactor === none) return true
-  const f = finds.get(redactor)
-  return f !== undefined && cleanValue(f, value, 0)
+  const checks = tokenChecks(redactor)
+  return checks !== undefined && cleanValue(checks, value, 0)
 }
 
-const cleanString = (f: Finds, s: string): boolean => {
-  if (f.escapesHarmless && f.secrets.length === 0) return !f.pattern.test(s)
-  const text = NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : s
-  if (f.pattern.test(text)) return false
-  for (const secret of f.secrets) if (text.includes(secret)) return false
-  return true
-}
-
-const cleanValue = (f: Finds, v: unknown, depth: number): boolean => {
+const cleanValue = (checks: TokenChecks, v: unknown, depth: number): boolean => {
   switch (typeof v) {
     case "string":
-      return cleanString(f, v)
-    case "number": {
+      return checks.string(v)
+    case "number":
       // written as `String(v)`, or `null` when not finite
-      if (!Number.isFinite(v) || f.clean.has(v)) return true
-      if (!cleanString(f, String(v))) return false
-      if (f.clean.size >= CLEAN_CACHE_SIZE) f.clean.clear()
-      f.clean.add(v)
-      return true
-    }
+      return !Number.isFinite(v) || checks.number(v)
     case "boolean":
     case "undefined":
       return true
@@ -162,7 +178,7 @@ const cleanValue = (f: Finds, v: unknown, depth: number): boolean => {
       const proto = Object.getPrototypeOf(v)
       if (proto === Array.prototype) {
         const a = v as ReadonlyArray<unknown>
-        for (let i = 0; i < a.length; i++) if (!cleanValue(f, a[i], depth + 1)) return false
+        for (let i = 0; i < a.length; i++) if (!cleanValue(checks, a[i], depth + 1)) return false
         return true
       }
       if (proto !== Object.prototype && proto !== null) return false
@@ -171,7 +187,7 @@ const cleanValue = (f: Finds, v: unknown, depth: number): boolean => {
       for (const k in o) {
         const x = o[k]
         if (x === undefined) continue
-        if (!cleanString(f, k) || !cleanValue(f, x, depth + 1)) return false
+        if (!checks.string(k) || !cleanValue(checks, x, depth + 1)) return false
       }
       return true
     }
