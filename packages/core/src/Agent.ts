@@ -321,8 +321,10 @@ export const make = (
           return yield* plugins.afterToolCall({ agent: agentName, callId: call.id, tool: def.name, params, result: r })
         }
         const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
-        const { value: raw, outcome } = yield* provide(
-          Recorder.step<Plugin.ToolResult, never, never>({
+        // the result as it goes into the log: inline, or (when large) in the blob store
+        const store = (r: Plugin.ToolResult) => Effect.map(encodeResult(r), (stored) => ({ raw: r, stored }))
+        const { value: completed, outcome } = yield* provide(
+          Recorder.step<{ readonly raw: Plugin.ToolResult; readonly stored: object }, Recorder.RecorderError, never>({
             agent: agentName,
             intent: {
               type: "tool.started",
@@ -336,20 +338,23 @@ export const make = (
             },
             observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
             run: () =>
-              def.handler(params, ctx).pipe(
-                Effect.map((r) => resultOf(false, r)),
-                Effect.catchAll((e) =>
-                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
-                ),
-                Effect.catchAllDefect((d) =>
-                  Effect.succeed(
-                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+              def
+                .handler(params, ctx)
+                .pipe(
+                  Effect.map((r) => resultOf(false, r)),
+                  Effect.catchAll((e) =>
+                    Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                  ),
+                  Effect.catchAllDefect((d) =>
+                    Effect.succeed(
+                      resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+                    )
                   )
                 )
-              ),
-            outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r } }),
+                .pipe(Effect.flatMap(store)),
+            outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
             outcomeTypes: ["tool.completed"],
-            fromOutcome: (e) => decodeResult(e.data),
+            fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),
             settle: (intent) =>
               Effect.gen(function* () {
                 if (def.effect === "read" || def.idempotent) return undefined
@@ -385,9 +390,10 @@ export const make = (
                   yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
                 }
                 return resultOf(true, interruptedToolResult(def.name))
-              })
-          }).pipe(Effect.flatMap((r) => Effect.map(encodeResult(r.value), () => r)))
+              }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
+          })
         )
+        const raw = completed.raw
         const changes =
           (raw.result as any)?.changes ??
           (raw.result && (raw.result as any).path && "after" in (raw.result as any) ? [raw.result] : [])

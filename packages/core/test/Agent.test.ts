@@ -279,6 +279,30 @@ describe("Agent loop", () => {
     })
   )
 
+  it.effect("a large tool result goes to the blob store; the model still sees all of it, and it replays", () =>
+    Effect.gen(function* () {
+      const big = "lorem ipsum ".repeat(4_000) // 48 KB, over the 32 KiB kept inline
+      const sm = scriptedModel([
+        Scripted.toolCalls([{ name: "read_note", params: { name: "big" } }]),
+        Scripted.text("read it")
+      ])
+      yield* Session.run(program({ languageModel: sm.layer, store: new Map([["big", big]]) }))
+      const log = yield* EventLog.EventLog
+      const events = yield* EventLog.readAll(log)
+      const completed = events.find((e) => e.type === "tool.completed")!
+      expect(completed.data).toMatchObject({ isFailure: false, blob: expect.stringMatching(/^[0-9a-f]{64}$/) })
+      expect(Event.encodeLine(completed).length).toBeLessThan(2_000)
+      const tool = sm.prompts[1]!.content.find((m) => m.role === "tool") as any
+      expect(tool.content[0].result).toEqual({ text: big })
+      const report = yield* Session.replay(program({ languageModel: Model.layerLanguageModelForbidden }), {
+        events,
+        verify: true,
+        getBlob: log.getBlob
+      })
+      expect(report.matched).toBe(events.length)
+    }).pipe(Effect.provide(EventLog.layerMemory("big")))
+  )
+
   it.effect("secrets in tool output never reach the log", () =>
     Effect.gen(function* () {
       const secret = "sk-live-THISISASECRETKEY123456"
