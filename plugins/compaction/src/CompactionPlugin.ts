@@ -39,7 +39,7 @@
 import type { Prompt } from "@effect/ai"
 import { type Event, Plugin, Recorder } from "@musekit/core"
 import { Effect, Option, Schema } from "effect"
-import { compact, type Settings } from "./internal/compact.js"
+import { compact, needsCompaction, type Settings } from "./internal/compact.js"
 import { defaultIsWriteTool, PIN_MARKER } from "./internal/context.js"
 import { summary as summaryPromptText } from "./internal/prompts.js"
 import * as Tokens from "./Tokens.js"
@@ -205,18 +205,11 @@ export const make = (options: Options = {}): Plugin.Plugin => {
   // compactions per agent, per session (keyed by the session's recorder)
   const sessions = new WeakMap<object, Map<string, number>>()
 
-  const transformContext = (input: Plugin.ContextInput) =>
-    Effect.gen(function* () {
-      if (!compacts(input.agent)) return input.messages
-      const recorder = yield* Effect.serviceOption(Recorder.Recorder)
-      if (Option.isNone(recorder)) {
-        return yield* Effect.dieMessage(
-          "the compaction plugin needs the Recorder: run the agent program with Session.run, Session.replay or Session.resume"
-        )
-      }
-      const rec = recorder.value
-      const budget = budgetFor(options, input.model)
-      const settings: Settings = {
+  const settingsFor = (model: string): { readonly budget: Budget; readonly settings: Settings } => {
+    const budget = budgetFor(options, model)
+    return {
+      budget,
+      settings: {
         window: budget.window,
         trigger: budget.triggerTokens / budget.window,
         target: budget.targetTokens / budget.window,
@@ -227,6 +220,29 @@ export const make = (options: Options = {}): Plugin.Plugin => {
         isWriteTool,
         summaryPrompt: prompt
       }
+    }
+  }
+
+  // Most model calls are within the budget: that is decided without entering `compact`.
+  const transformContext = (input: Plugin.ContextInput) =>
+    Effect.suspend(() =>
+      compacts(input.agent)
+        ? Effect.flatMap(Effect.serviceOption(Recorder.Recorder), (recorder) => {
+            if (Option.isNone(recorder)) {
+              return Effect.dieMessage(
+                "the compaction plugin needs the Recorder: run the agent program with Session.run, Session.replay or Session.resume"
+              )
+            }
+            const { budget, settings } = settingsFor(input.model)
+            return needsCompaction(input, settings, counter)
+              ? compactAndRecord(input, recorder.value, budget, settings)
+              : Effect.succeed(input.messages)
+          })
+        : Effect.succeed(input.messages)
+    )
+
+  const compactAndRecord = (input: Plugin.ContextInput, rec: Recorder.Service, budget: Budget, settings: Settings) =>
+    Effect.gen(function* () {
       const started = performance.now()
       const outcome = yield* compact(input, settings, { counter, putBlob: (data) => rec.putBlob(data) })
       if (!outcome) return input.messages

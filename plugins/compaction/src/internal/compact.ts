@@ -390,6 +390,19 @@ const isLoneUserMessage = (m: Message): boolean =>
       (m.content as ReadonlyArray<any>).every((p) => p?.type !== "tool-result" && p?.type !== "tool-call")))
 
 /**
+ * Whether `compact` has anything to consider: the provider refused the request, or the system
+ * prompt, the messages and the reply reserve exceed the trigger. A lone user message (such as the
+ * compactor's own request) is pinned or a summary and holds no tool output: nothing in it can be
+ * masked, folded or clipped, so it is not even counted.
+ */
+export const needsCompaction = (input: Plugin.ContextInput, settings: Settings, counter: Counter): boolean => {
+  if (input.messages.length === 1 && isLoneUserMessage(input.messages[0]!)) return false
+  if (input.force) return true
+  const before = MESSAGE_OVERHEAD + counter.text(input.system) + counter.messages(input.messages)
+  return before + settings.reserve > Math.floor(settings.window * settings.trigger)
+}
+
+/**
  * Compact `input.messages` if they exceed the trigger (or `input.force`). `undefined` when nothing
  * was (or could be) done. Deterministic given the input and the compactor's reply.
  */
@@ -400,14 +413,11 @@ export const compact = (
 ): Effect.Effect<{ readonly messages: ReadonlyArray<Message>; readonly report: Report } | undefined, unknown> =>
   Effect.gen(function* () {
     const { counter } = env
-    // A lone user message (such as the compactor's own request) is pinned or a summary and holds
-    // no tool output: nothing in it can be masked, folded or clipped, so it is not even counted.
-    if (input.messages.length === 1 && isLoneUserMessage(input.messages[0]!)) return undefined
+    if (!needsCompaction(input, settings, counter)) return undefined
     const count = (ms: ReadonlyArray<Message>) => counter.messages(ms)
     const system = MESSAGE_OVERHEAD + counter.text(input.system)
     const messagesBefore = count(input.messages)
     const before = system + messagesBefore
-    if (!input.force && before + settings.reserve <= Math.floor(settings.window * settings.trigger)) return undefined
     let targetAt = Math.floor(settings.window * settings.target)
     // The provider refused the request: whatever our count says, cut the messages at least in half.
     if (input.force) targetAt = Math.min(targetAt, system + settings.reserve + Math.floor(messagesBefore / 2))
