@@ -99,6 +99,26 @@ export interface SendOptions {
   /** Streamed tool output, as it arrives (live only). */
   readonly onToolOutput?: ((callId: string, chunk: string) => Effect.Effect<void>) | undefined
   readonly budget?: Budget | undefined
+  /**
+   * Called before each step of the turn (before the budget check, the inbox and the model call),
+   * when nothing of the turn is in flight: the point where a checkpoint may be taken mid-turn.
+   */
+  readonly atStep?: ((state: TurnState) => Effect.Effect<void>) | undefined
+}
+
+/** A turn between two steps, as JSON data (kept in checkpoints taken mid-turn; see `Agent.resume`). */
+export interface TurnState {
+  readonly startedAt: number
+  readonly lastAt: number
+  readonly budget: Budget
+  readonly usage: Model.Usage
+  readonly steps: number
+  readonly toolCalls: number
+  readonly text: string
+  /** The event the next model request follows. */
+  readonly parent: string | null
+  readonly malformedRetries: number
+  readonly overflowRetried: boolean
 }
 
 export interface Agent {
@@ -107,6 +127,8 @@ export interface Agent {
     input: string | ReadonlyArray<Prompt.UserMessagePartEncoded>,
     options?: SendOptions
   ) => Effect.Effect<TurnResult, Recorder.RecorderError>
+  /** Go on with a turn from the state `atStep` was given (a turn restored from a checkpoint). */
+  readonly resume: (state: TurnState, options?: SendOptions) => Effect.Effect<TurnResult, Recorder.RecorderError>
   readonly history: Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>>
   readonly usage: Effect.Effect<Model.Usage>
   /** The state between turns (call it only when no turn is running). */
@@ -445,17 +467,51 @@ export const make = (
           })
         )
         history.push({ role: "user", content: [...ready] })
-        const startedAt = readyEvent.at
-        let lastAt = readyEvent.at
-        const budget = { ...config.budget, ...options.budget }
-        let usage = Model.emptyUsage
-        let steps = 0
-        let toolCalls = 0
-        let text = ""
-        let parent: string | null = readyEvent.id
-        let malformedRetries = 0
-        let overflowRetried = false
+        return yield* stepsOf(
+          {
+            startedAt: readyEvent.at,
+            lastAt: readyEvent.at,
+            budget: { ...config.budget, ...options.budget },
+            usage: Model.emptyUsage,
+            steps: 0,
+            toolCalls: 0,
+            text: "",
+            parent: readyEvent.id,
+            malformedRetries: 0,
+            overflowRetried: false
+          },
+          options
+        )
+      })
+
+    /** The steps of a turn, from `state` on, until the model stops or a budget is reached. */
+    const stepsOf = (state: TurnState, options: SendOptions): Effect.Effect<TurnResult, Recorder.RecorderError> =>
+      Effect.gen(function* () {
+        const startedAt = state.startedAt
+        const budget = state.budget
+        let lastAt = state.lastAt
+        let usage = state.usage
+        let steps = state.steps
+        let toolCalls = state.toolCalls
+        let text = state.text
+        let parent = state.parent
+        let malformedRetries = state.malformedRetries
+        let overflowRetried = state.overflowRetried
         while (true) {
+          if (options.atStep) {
+            yield* options.atStep({
+              startedAt,
+              lastAt,
+              budget,
+              usage,
+              steps,
+              toolCalls,
+              text,
+              parent,
+              malformedRetries,
+              overflowRetried
+            })
+          }
           const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
           if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
           const delivered = yield* provide(
@@ -571,9 +627,12 @@ export const make = (
         }
       })
 
-    const send: Agent["send"] = (input, options = {}) =>
+    /** Record how a turn ended (or that it was interrupted). */
+    const finish = (
+      run: Effect.Effect<TurnResult, Recorder.RecorderError>
+    ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
-        const outcome = yield* Effect.either(turn(input, options))
+        const outcome = yield* Effect.either(run)
         if (outcome._tag === "Left") {
           if (outcome.left._tag === "Interrupted") {
             yield* record(Recorder.INTERRUPTED, { reason: "interrupted" })
@@ -600,9 +659,13 @@ export const make = (
         return r
       }).pipe(Effect.onInterrupt(() => Effect.ignore(record(Recorder.INTERRUPTED, { reason: "interrupted" }))))
 
+    const send: Agent["send"] = (input, options = {}) => finish(turn(input, options))
+    const resume: Agent["resume"] = (state, options = {}) => finish(stepsOf(state, options))
+
     return {
       name: agentName,
       send,
+      resume,
       history: Effect.sync(() => [...history]),
       usage: Ref.get(totalUsage),
       save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage }))

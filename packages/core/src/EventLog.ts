@@ -130,6 +130,8 @@ export interface Service {
   readonly lastSeq: Effect.Effect<number>
   /** Whether every event handed out so far is durable (nothing `enqueue`d waits for a later append). */
   readonly settled: Effect.Effect<boolean>
+  /** Wait until every event handed out so far is durable. */
+  readonly flush: Effect.Effect<void, EventLogError>
   /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
   readonly redact: (text: string) => string
   /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
@@ -206,6 +208,15 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
     // hot path of every append, so it avoids a queue and a deferred per event.
     let queue: Array<Pending> = []
     let wakeCommitter: (() => void) | undefined
+    // callers of `flush`, each waiting for a seq to become durable
+    let flushWaiters: Array<{ readonly seq: number; readonly done: (error: EventLogError | undefined) => void }> = []
+    const wakeFlushers = () => {
+      if (flushWaiters.length === 0) return
+      const ready = flushWaiters.filter((w) => failure !== undefined || w.seq <= durableSeq)
+      if (ready.length === 0) return
+      flushWaiters = flushWaiters.filter((w) => !ready.includes(w))
+      for (const w of ready) w.done(failure)
+    }
     const pubsub = yield* PubSub.unbounded<ReadonlyArray<Event.Envelope>>()
 
     // Seqs are taken only once every draft is encoded: a draft that cannot be serialized fails its
@@ -264,10 +275,12 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
             Effect.sync(() => {
               failure = e
               settleAll(group, e)
+              wakeFlushers()
             }),
           onSuccess: () => {
             durableSeq = batch[batch.length - 1]!.event.seq
             settleAll(group, undefined)
+            wakeFlushers()
             return PubSub.publish(
               pubsub,
               batch.map((c) => c.event)
@@ -305,6 +318,9 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
         const left = queue
         queue = []
         settleAll(left, new LogClosed({ session: sessionId }))
+        const waiting = flushWaiters
+        flushWaiters = []
+        for (const w of waiting) w.done(w.seq <= durableSeq ? undefined : new LogClosed({ session: sessionId }))
       })
     )
 
@@ -376,6 +392,12 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       stream,
       lastSeq: Effect.sync(() => durableSeq),
       settled: Effect.sync(() => durableSeq === nextSeq - 1),
+      flush: Effect.async<void, EventLogError>((resume) => {
+        const seq = nextSeq - 1
+        if (failure) return resume(Effect.fail(failure))
+        if (durableSeq >= seq) return resume(Effect.void)
+        flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
+      }),
       redact: (text) => redactor.redact(text),
       putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
       getBlob: backend.getBlob

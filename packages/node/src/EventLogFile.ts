@@ -183,6 +183,23 @@ const createLockFile = (file: string): boolean => {
 
 const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
 
+/** Remove the temporary files (`<lock>.<pid>.<random>`) of lock creators that died before cleaning up. */
+const removeDeadLockTemps = (lockFile: string) => {
+  const dir = path.dirname(lockFile)
+  const prefix = `${path.basename(lockFile)}.`
+  let names: Array<string> = []
+  try {
+    names = fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue
+    const m = /^(\d+)\.[0-9a-f]{8}$/.exec(name.slice(prefix.length))
+    if (m && !pidAlive(Number(m[1]))) fs.rmSync(path.join(dir, name), { force: true })
+  }
+}
+
 /**
  * Take the writer lock of a session: a file holding our pid, created whole. A lock whose process
  * is gone is stale and is replaced under a second lock (`<lock>.takeover`), removing only the very
@@ -194,6 +211,8 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
     Effect.try({
       try: () => {
         const takeover = `${lockFile}.takeover`
+        removeDeadLockTemps(lockFile)
+        removeDeadLockTemps(takeover)
         for (let attempt = 0; attempt < 400; attempt++) {
           if (createLockFile(lockFile)) return
           const found = lockState(lockFile)

@@ -188,6 +188,8 @@ export interface State {
   readonly approvals: unknown
   readonly crew: Crew.State | null
   readonly plugins: Record<string, unknown>
+  /** Taken mid-task: the user input whose turn was going on, and where that turn was. */
+  readonly turn?: { readonly input: string; readonly state: Agent.TurnState } | undefined
 }
 
 export interface ProgramOptions {
@@ -213,9 +215,10 @@ export interface ProgramOptions {
 }
 
 /** The checkpoint being restored does not fit this session (its state names what is not there). */
-export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>(
-  "@musekit/node/CheckpointUnusable"
-)("CheckpointUnusable", { reason: Schema.String }) {}
+export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>("@musekit/node/CheckpointUnusable")(
+  "CheckpointUnusable",
+  { reason: Schema.String }
+) {}
 
 const unusable = (d: unknown) =>
   new CheckpointUnusable({ reason: `it cannot be restored: ${d instanceof Error ? d.message : String(d)}` })
@@ -260,20 +263,36 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     )
     if (options.ready) yield* options.ready
     /** The state now, or `undefined` when a part of it cannot be saved. */
-    const save = Effect.gen(function* () {
-      if (!model.checkpoint || !approvals.checkpoint) return undefined
-      const crewState = crew ? yield* crew.save : null
-      if (crewState === undefined) return undefined
-      const pluginStates = yield* plugins.save
-      if (pluginStates === undefined) return undefined
-      return {
-        config: cfg,
-        main: yield* main.save,
-        model: yield* model.checkpoint.save,
-        approvals: yield* approvals.checkpoint.save,
-        crew: crewState,
-        plugins: pluginStates
-      } satisfies State
+    const save = (turn: State["turn"]) =>
+      Effect.gen(function* () {
+        if (!model.checkpoint || !approvals.checkpoint) return undefined
+        const crewState = crew ? yield* crew.save : null
+        if (crewState === undefined) return undefined
+        const pluginStates = yield* plugins.save
+        if (pluginStates === undefined) return undefined
+        return {
+          config: cfg,
+          main: yield* main.save,
+          model: yield* model.checkpoint.save,
+          approvals: yield* approvals.checkpoint.save,
+          crew: crewState,
+          plugins: pluginStates,
+          ...(turn ? { turn } : {})
+        } satisfies State
+      })
+    /** Take a checkpoint now if one is due (at an idle point, or between two steps of a task's turn). */
+    const checkpoint = (turn?: State["turn"]) =>
+      Effect.gen(function* () {
+        if (!options.checkpoints || (yield* rec.replaying("main"))) return
+        const seq = yield* options.checkpoints.due
+        if (seq === undefined) return
+        const state = yield* save(turn)
+        if (state && (yield* options.checkpoints.still(seq))) yield* options.checkpoints.write(state, seq)
+      })
+    /** Send options for the task `input`: checkpoints may be taken between the steps of its turn. */
+    const taskOptions = (input: string): Agent.SendOptions => ({
+      ...sendOptions,
+      atStep: (state) => Effect.provideService(checkpoint({ input, state }), Recorder.Recorder, rec)
     })
     const skills = Skill.makeRegistry(plugins.skills)
     const sendOptions: Agent.SendOptions = {
@@ -282,14 +301,15 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     }
     const output = io.output ?? (() => Effect.void)
     const turns: Array<Agent.TurnResult> = []
+    if (restore?.turn) {
+      // taken mid-task: finish that task's turn first, as the session was doing
+      const result = yield* main.resume(restore.turn.state, taskOptions(restore.turn.input))
+      turns.push(result)
+      if (io.onTurn) yield* io.onTurn(result)
+      if (crew) yield* crew.run(main, sendOptions)
+    }
     while (true) {
-      if (options.checkpoints && !(yield* rec.replaying("main"))) {
-        const seq = yield* options.checkpoints.due
-        if (seq !== undefined) {
-          const state = yield* save
-          if (state && (yield* options.checkpoints.still(seq))) yield* options.checkpoints.write(state, seq)
-        }
-      }
+      yield* checkpoint()
       const got = yield* Recorder.poll<string>({
         agent: "main",
         type: "user.input",
@@ -313,7 +333,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         )
         if (typeof result === "string") yield* output(result)
       } else {
-        const result = yield* main.send(text, sendOptions)
+        const result = yield* main.send(text, taskOptions(text))
         turns.push(result)
         if (io.onTurn) yield* io.onTurn(result)
       }
@@ -394,8 +414,14 @@ const checkpointsFor = (options: {
       settled ? Effect.map(log.lastSeq, (seq): number | undefined => seq) : Effect.succeed(undefined)
     )
     return {
-      // the state includes every event handed out, so the checkpoint must name one that is durable
-      due: Effect.map(end, (seq) => (seq !== undefined && seq - last >= options.every ? seq : undefined)),
+      // the state includes every event handed out, so the checkpoint must name one that is durable:
+      // when enough events came since the last one, wait for what was handed out to be written
+      due: Effect.gen(function* () {
+        if ((yield* log.lastSeq) - last < options.every) return undefined
+        yield* Effect.ignore(log.flush)
+        const seq = yield* end
+        return seq !== undefined && seq - last >= options.every ? seq : undefined
+      }),
       still: (seq) => Effect.map(end, (now) => now === seq),
       write: (state, seq) =>
         Effect.gen(function* () {
@@ -440,6 +466,9 @@ const stateProblem = (u: unknown): string | undefined => {
   if (!isObject(u.model) || !isObject(u.approvals) || !isObject(u.plugins)) return "its state is incomplete"
   if (u.crew !== null && (!isObject(u.crew) || !Array.isArray(u.crew.members) || !isObject(u.crew.assigned))) {
     return "its crew state is incomplete"
+  }
+  if (u.turn !== undefined && (!isObject(u.turn) || typeof u.turn.input !== "string" || !isObject(u.turn.state))) {
+    return "its turn state is incomplete"
   }
   return undefined
 }

@@ -134,6 +134,7 @@ describe("SessionRuntime under SIGKILL", () => {
     const root = newRoot()
     const state = fs.mkdtempSync(path.join(work, "state-"))
     const phases = new Map<string, number>()
+    const restored: Array<number> = []
     let kills = 0
     let finished = false
     let runs = 0
@@ -162,6 +163,7 @@ describe("SessionRuntime under SIGKILL", () => {
       for (const ack of run.acks) {
         expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} missing after kill ${kills}`).toBe(ack.type)
       }
+      restored.push(...run.resumed.filter((r) => r.checkpoint >= 0).map((r) => r.checkpoint))
       if (exit.signal === "SIGKILL") {
         kills++
         const last = events[events.length - 1]
@@ -177,8 +179,10 @@ describe("SessionRuntime under SIGKILL", () => {
     expect([...phases.keys()]).toEqual(expect.arrayContaining(["model.requested", "tool.started"]))
     // (where else a kill lands, e.g. in an approval, varies from run to run; a pending approval at the
     // tail is covered on its own in the core tests)
+    // one long task: the resumes came back from checkpoints taken between its steps
+    expect(restored.length).toBeGreaterThanOrEqual(10)
     process.stdout.write(
-      `chaos: ${kills} kills over ${runs} runs; last event at a kill: ${JSON.stringify(Object.fromEntries(phases))}\n`
+      `chaos: ${kills} kills over ${runs} runs, ${restored.length} resumes from a mid-task checkpoint; last event at a kill: ${JSON.stringify(Object.fromEntries(phases))}\n`
     )
 
     const final = await read(state, "s")
