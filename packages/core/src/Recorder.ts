@@ -440,15 +440,24 @@ const replayStep = <A, E, R>(
   if (recorded === undefined || recorded.parent !== intent.id || !options.outcomeTypes.includes(recorded.type)) {
     return afterIntent(rec, options, intent, true)
   }
-  const finish = (value: A) => {
-    const draft = Event.toDraft(recorded)
-    const out = core.match(draft)
-    // (an effectful `fromOutcome` that took the agent's events is left to `append`)
-    if (out === undefined) return Effect.map(rec.append(draft), (outcome) => ({ value, outcome }))
-    return isMismatch(out) ? Effect.fail(out) : Effect.succeed({ value, outcome: out })
-  }
   const value = options.fromOutcome(recorded)
-  return Effect.isEffect(value) ? Effect.flatMap(value, finish) : finish(value)
+  return Effect.isEffect(value)
+    ? Effect.flatMap(value, (a) => replayOutcome(rec, core, recorded, a))
+    : replayOutcome(rec, core, recorded, value)
+}
+
+/** The end of `replayStep`: the recorded outcome matched, with the value read from it. */
+const replayOutcome = <A>(
+  rec: Service,
+  core: ReplayCore,
+  recorded: Event.Envelope,
+  value: A
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, RecorderError> => {
+  const draft = Event.toDraft(recorded)
+  const out = core.match(draft)
+  // (an effectful `fromOutcome` that took the agent's events is left to `append`)
+  if (out === undefined) return Effect.map(rec.append(draft), (outcome) => ({ value, outcome }))
+  return isMismatch(out) ? Effect.fail(out) : Effect.succeed({ value, outcome: out })
 }
 
 const liveStep = <A, E, R>(
