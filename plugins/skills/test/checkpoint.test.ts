@@ -108,7 +108,7 @@ describe("skills and checkpoints", () => {
     expect(noteViaCheckpoint).toBe("s3\n")
     // the second plan is plan-2, and the planner went on with its conversation
     expect(viaCheckpoint.some((e) => e.type === "plan.proposed" && (e.data as any).id === "plan-2")).toBe(true)
-    const second = viaCheckpoint.filter((e) => e.type === "model.requested" && e.agent === "planner").at(-2)
-    expect((second?.data as { keep: number }).keep).toBeGreaterThan(2)
+    const second = viaCheckpoint.filter((e) => e.type === "model.requested" && e.agent === "planner").at(-2)!
+    expect((second.data as { keep: number }).keep).toBeGreaterThan(2)
   }, 60_000)
 })
