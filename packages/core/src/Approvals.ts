@@ -16,7 +16,7 @@
  * })
  * ```
  */
-import { Context, Effect, Layer, Ref, Schema } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import type { EffectClass } from "./Tools.js"
 
 export const Mode = Schema.Literal("read-only", "ask", "auto-edit", "auto")
@@ -98,13 +98,20 @@ export interface Service {
 export class Approvals extends Context.Tag("@musekit/core/Approvals")<Approvals, Service>() {}
 
 /** Glob match: `*` any run of characters, `?` one character; the whole string must match. */
+const globs = new Map<string, RegExp>()
+
 export const globMatch = (glob: string, text: string): boolean => {
-  const re = new RegExp(
+  let re = globs.get(glob)
+  if (re) return re.test(text)
+  re = new RegExp(
     `^${glob
       .split("")
       .map((c) => (c === "*" ? "[\\s\\S]*" : c === "?" ? "[\\s\\S]" : c.replace(/[.+^${}()|[\]\\]/g, "\\$&")))
       .join("")}$`
   )
+  // rules are few and checked at every tool call; a pattern is a call summary, so keep the map bounded
+  if (globs.size > 1000) globs.clear()
+  globs.set(glob, re)
   return re.test(text)
 }
 
@@ -135,35 +142,33 @@ export interface Policy {
 }
 
 export const make = (policy: Policy): Effect.Effect<Service> =>
-  Effect.gen(function* () {
-    const mode = yield* Ref.make(policy.mode)
-    const rules = yield* Ref.make<ReadonlyArray<Rule>>(policy.rules ?? [])
-    const check = (request: Request) =>
-      Effect.gen(function* () {
-        const m = yield* Ref.get(mode)
-        const rs = yield* Ref.get(rules)
-        const deny = rs.find((r) => r.action === "deny" && ruleMatches(r, request))
-        if (deny) return { allow: false, by: "rule", mode: m, rule: describeRule(deny), scope: deny.scope } as Decision
-        const byMode = modeAllows(m, request.effect)
-        if (byMode === false) {
-          return {
-            allow: false,
-            by: "mode",
-            mode: m,
-            reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
-          } as Decision
-        }
-        const allow = rs.find((r) => r.action === "allow" && ruleMatches(r, request))
-        if (allow)
-          return { allow: true, by: "rule", mode: m, rule: describeRule(allow), scope: allow.scope } as Decision
-        if (byMode === true) return { allow: true, by: "mode", mode: m } as Decision
-        return undefined
-      })
-    return {
-      check,
+  Effect.sync(() => {
+    // plain variables: every tool call checks them, and every change happens on one fiber at a time
+    let mode: Mode = policy.mode
+    let rules: ReadonlyArray<Rule> = policy.rules ?? []
+    const decide = (request: Request): Decision | undefined => {
+      const m = mode
+      const deny = rules.find((r) => r.action === "deny" && ruleMatches(r, request))
+      if (deny) return { allow: false, by: "rule", mode: m, rule: describeRule(deny), scope: deny.scope } as Decision
+      const byMode = modeAllows(m, request.effect)
+      if (byMode === false) {
+        return {
+          allow: false,
+          by: "mode",
+          mode: m,
+          reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
+        } as Decision
+      }
+      const allow = rules.find((r) => r.action === "allow" && ruleMatches(r, request))
+      if (allow) return { allow: true, by: "rule", mode: m, rule: describeRule(allow), scope: allow.scope } as Decision
+      if (byMode === true) return { allow: true, by: "mode", mode: m } as Decision
+      return undefined
+    }
+    const service: Service = {
+      check: (request) => Effect.sync(() => decide(request)),
       remember: (request, answer) =>
         Effect.gen(function* () {
-          const m = yield* Ref.get(mode)
+          const m = mode
           if (answer.scope !== "once") {
             const rule: Rule = {
               tool: request.tool,
@@ -171,24 +176,28 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
               action: answer.allow ? "allow" : "deny",
               scope: answer.scope
             }
-            yield* Ref.update(rules, (rs) => [...rs, rule])
+            rules = [...rules, rule]
             if (answer.scope === "project" && policy.persist) yield* policy.persist(rule)
           }
           return { allow: answer.allow, by: "user", mode: m, scope: answer.scope, reason: answer.reason } as Decision
         }),
-      mode: Ref.get(mode),
-      setMode: (m) => Ref.set(mode, m),
-      rules: Ref.get(rules),
+      mode: Effect.sync(() => mode),
+      setMode: (m) =>
+        Effect.sync(() => {
+          mode = m
+        }),
+      rules: Effect.sync(() => rules),
       checkpoint: {
-        save: Effect.map(Effect.all([Ref.get(mode), Ref.get(rules)]), ([m, rs]) => ({ mode: m, rules: rs })),
+        save: Effect.sync(() => ({ mode, rules })),
         restore: (state) =>
-          Effect.gen(function* () {
+          Effect.sync(() => {
             const st = state as { mode: Mode; rules: ReadonlyArray<Rule> }
-            yield* Ref.set(mode, st.mode)
-            yield* Ref.set(rules, st.rules)
+            mode = st.mode
+            rules = st.rules
           })
       }
     }
+    return service
   })
 
 export const layer = (policy: Policy): Layer.Layer<Approvals> => Layer.effect(Approvals, make(policy))

@@ -153,13 +153,18 @@ export const assistantMessage = (reply: Reply): Prompt.AssistantMessageEncoded =
 })
 
 /** A cheap, stable 53-bit string hash (hex), for fingerprints of prompts. */
-export const hash53 = (s: string): string => {
+export const hash53 = (s: string): string => hash53Of(s)
+
+/** `hash53` of the concatenation of `parts`, without building it. */
+const hash53Of = (...parts: ReadonlyArray<string>): string => {
   let h1 = 0xdeadbeef
   let h2 = 0x41c6ce57
-  for (let i = 0; i < s.length; i++) {
-    const ch = s.charCodeAt(i)
-    h1 = Math.imul(h1 ^ ch, 2654435761)
-    h2 = Math.imul(h2 ^ ch, 1597334677)
+  for (const s of parts) {
+    for (let i = 0; i < s.length; i++) {
+      const ch = s.charCodeAt(i)
+      h1 = Math.imul(h1 ^ ch, 2654435761)
+      h2 = Math.imul(h2 ^ ch, 1597334677)
+    }
   }
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
@@ -243,8 +248,22 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     // running hash over them (so a request's fingerprint costs only its new messages). Both are taken
     // over the messages' JSON as the log stores it, redacted: a replay sees only that, and computes
     // the same (and a checkpoint of this state holds no secret).
-    const previous = new Map<string, { hashes: Array<string>; chain: Array<string> }>()
+    const previous = new Map<
+      string,
+      { hashes: Array<string>; chain: Array<string>; objects: Array<Prompt.MessageEncoded | undefined> }
+    >()
     const jsonCache = new WeakMap<object, { json: string; hash: string }>()
+    // system prompts are few and long (instructions, AGENTS.md), and sent with every request
+    const systemHashes = new Map<string, string>()
+    const systemHash = (system: string) => {
+      let h = systemHashes.get(system)
+      if (h === undefined) {
+        h = hash53(rec.redact(system))
+        if (systemHashes.size > 64) systemHashes.clear()
+        systemHashes.set(system, h)
+      }
+      return h
+    }
     const fingerprintOf = (m: Prompt.MessageEncoded) => {
       let f = jsonCache.get(m)
       if (f === undefined) {
@@ -330,21 +349,28 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     ): Effect.Effect<Result, ModelError | Recorder.RecorderError> =>
       Effect.gen(function* () {
         let state = previous.get(request.agent)
-        if (!state) previous.set(request.agent, (state = { hashes: [], chain: [] }))
+        if (!state) previous.set(request.agent, (state = { hashes: [], chain: [], objects: [] }))
         const n = request.messages.length
+        const messages = request.messages
         let keep = Math.min(request.stablePrefix ?? 0, state.hashes.length, n)
+        const start = keep
+        // the same object as last time is the same message; otherwise compare fingerprints
         while (
           keep < state.hashes.length &&
           keep < n &&
-          state.hashes[keep] === fingerprintOf(request.messages[keep]!).hash
+          (messages[keep] === state.objects[keep] || state.hashes[keep] === fingerprintOf(messages[keep]!).hash)
         )
           keep++
         state.hashes.length = keep
         state.chain.length = keep
+        state.objects.length = Math.min(state.objects.length, keep)
+        // (before `start` the agent promised the very same objects as last time)
+        for (let i = start; i < keep; i++) state.objects[i] = messages[i]
         for (let i = keep; i < n; i++) {
-          const f = fingerprintOf(request.messages[i]!)
+          const f = fingerprintOf(messages[i]!)
           state.hashes.push(f.hash)
-          state.chain.push(hash53(`${i === 0 ? "" : state.chain[i - 1]}\n${f.json}`))
+          state.objects.push(messages[i])
+          state.chain.push(hash53Of(i === 0 ? "" : state.chain[i - 1]!, "\n", f.json))
         }
         const { value, outcome } = yield* Recorder.step<Outcome, never, never>({
           agent: request.agent,
@@ -353,7 +379,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
             type: "model.requested",
             data: {
               model: name,
-              system: hash53(rec.redact(request.system)),
+              system: systemHash(request.system),
               tools: request.tools.map((t) => t.name),
               messages: n,
               keep,
@@ -392,7 +418,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
           for (const [agent, st] of Object.entries(
             state as Record<string, { hashes: Array<string>; chain: Array<string> }>
           ))
-            previous.set(agent, { hashes: [...st.hashes], chain: [...st.chain] })
+            previous.set(agent, { hashes: [...st.hashes], chain: [...st.chain], objects: [] })
         })
     }
 

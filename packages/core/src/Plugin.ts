@@ -237,20 +237,24 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
   Effect.gen(function* () {
     const ctx = yield* Effect.context<any>()
     const run = <O, E = never>(eff: Effect.Effect<O, E, any>) => Effect.provide(eff, ctx) as Effect.Effect<O, E>
+    // hook points without handlers cost nothing (they run at every step of every agent)
     const sequential =
       <I>(fns: ReadonlyArray<HookFn<I, I>>) =>
-      (input: I) =>
-        Effect.reduce(fns, input, (acc, f) => run(f(acc)))
+      (input: I): Effect.Effect<I> =>
+        fns.length === 0 ? Effect.succeed(input) : Effect.reduce(fns, input, (acc, f) => run(f(acc)))
+    const none = Effect.succeed(undefined)
     const firstWins =
       <I, O, E = never>(fns: ReadonlyArray<HookFn<I, O | undefined, E>>) =>
       (input: I): Effect.Effect<O | undefined, E> =>
-        Effect.gen(function* () {
-          for (const f of fns) {
-            const r = yield* run(f(input))
-            if (r !== undefined) return r
-          }
-          return undefined
-        })
+        fns.length === 0
+          ? none
+          : Effect.gen(function* () {
+              for (const f of fns) {
+                const r = yield* run(f(input))
+                if (r !== undefined) return r
+              }
+              return undefined
+            })
     const tp = orderedHandlers(plugins, (h) => h.transformPrompt)
     const tc = orderedHandlers(plugins, (h) => h.transformContext)
     const before = orderedHandlers(plugins, (h) => h.beforeToolCall)
@@ -268,17 +272,24 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
       roles: plugins.flatMap((p) => p.roles ?? []),
       transformPrompt: sequential(tp),
       transformContext: (input) =>
-        Effect.map(
-          Effect.reduce(tc, input, (acc, f) => Effect.map(run(f(acc)), (messages) => ({ ...acc, messages }))),
-          (r) => r.messages
-        ),
+        tc.length === 0
+          ? Effect.succeed(input.messages)
+          : Effect.map(
+              Effect.reduce(tc, input, (acc, f) => Effect.map(run(f(acc)), (messages) => ({ ...acc, messages }))),
+              (r) => r.messages
+            ),
       beforeToolCall: firstWins(before),
-      afterToolCall: (input) => Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
+      afterToolCall: (input) =>
+        after.length === 0
+          ? Effect.succeed(input.result)
+          : Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
       onSpawn: firstWins(spawn),
       onRestore: firstWins(restoreSpawn),
       restoresSpawns: restoreSpawn.length > 0,
       onEvent: (event) =>
-        Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true })),
+        observers.length === 0
+          ? Effect.void
+          : Effect.asVoid(Effect.forEach(observers, (f) => run(f(event)), { concurrency: "unbounded", discard: true })),
       // with the same services as the hooks, so a plugin keyed by the session's recorder sees the same one
       save: run(saveAll(plugins)),
       restore: (states) => run(restoreAll(plugins)(states))

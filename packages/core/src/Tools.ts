@@ -22,7 +22,7 @@
  * ```
  */
 import { Tool } from "@effect/ai"
-import { Context, Effect, Layer, ParseResult, Schema } from "effect"
+import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
 import type * as Workspace from "./Workspace.js"
 
 /** What a tool may do to the world; approvals and resume decisions are made on it. */
@@ -117,16 +117,30 @@ export const make = <const F extends Schema.Struct.Fields, S>(
   }
 }
 
+// one decoder per parameter schema (building it walks the schema; every tool call needs it)
+const decoders = new WeakMap<object, (u: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+
 /** Decode model-supplied arguments; a clear message when they do not fit the schema. */
 export const decodeParams = (def: Definition, params: unknown): Effect.Effect<unknown, ToolError> =>
-  Schema.decodeUnknown(def.parametersSchema)(params, { errors: "all", onExcessProperty: "ignore" }).pipe(
-    Effect.mapError(
-      (e) =>
-        new ToolError({
-          message: `invalid arguments for ${def.name}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`
-        })
-    )
-  )
+  Effect.suspend(() => {
+    let decode = decoders.get(def.parametersSchema)
+    if (!decode) {
+      const d = Schema.decodeUnknownEither(def.parametersSchema as Schema.Schema<unknown, unknown, never>, {
+        errors: "all",
+        onExcessProperty: "ignore"
+      })
+      decode = (u) => d(u)
+      decoders.set(def.parametersSchema, decode)
+    }
+    const r = decode(params)
+    return Either.isRight(r)
+      ? Effect.succeed(r.right)
+      : Effect.fail(
+          new ToolError({
+            message: `invalid arguments for ${def.name}: ${ParseResult.TreeFormatter.formatErrorSync(r.left)}`
+          })
+        )
+  })
 
 const LooseParams = (jsonSchema: object) =>
   Schema.Struct({}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({ jsonSchema })
