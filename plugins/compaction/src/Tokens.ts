@@ -151,7 +151,14 @@ export const makeCounter = (options: { readonly maxEntries?: number | undefined 
     map.set(key, n)
     if (map.size > maxEntries) map.delete(map.keys().next().value!)
   }
+  // the long texts seen last (a system prompt, the summary prompt: counted at every request), by
+  // the string itself: a lookup of the same string costs nothing, where hashing it costs its length
+  const recentLong = new Map<string, number>()
   const cached = (t: string): number => {
+    if (t.length > SHORT_TEXT_CHARS) {
+      const recent = recentLong.get(t)
+      if (recent !== undefined) return recent
+    }
     const map = t.length <= SHORT_TEXT_CHARS ? byText : byHash
     const key = map === byText ? t : `${t.length}:${Model.hash53(t)}`
     let n = map.get(key)
@@ -159,6 +166,10 @@ export const makeCounter = (options: { readonly maxEntries?: number | undefined 
       tokenized++
       n = countText(t)
       remember(map, key, n)
+    }
+    if (t.length > SHORT_TEXT_CHARS) {
+      recentLong.set(t, n)
+      if (recentLong.size > 64) recentLong.delete(recentLong.keys().next().value!)
     }
     return n
   }
