@@ -18,6 +18,7 @@
 import { LanguageModel, type Prompt, type Response } from "@effect/ai"
 import { Effect, Layer, Stream } from "effect"
 import * as Approvals from "./Approvals.js"
+import * as Event from "./Event.js"
 import * as EventLog from "./EventLog.js"
 import * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
@@ -69,6 +70,17 @@ export interface RouteContext {
   /** Results of the newest tool message, if the newest message is one. */
   readonly lastResults: ReadonlyArray<{ readonly name: string; readonly isFailure: boolean; readonly result: unknown }>
 }
+
+/**
+ * Events as a replay compares them, one line each: seq, agent, parent, type and data without its
+ * observations (`data.observed`); times left out. Two runs that should match compare equal.
+ */
+export const comparableEvents = (events: ReadonlyArray<Event.Envelope>): Array<string> =>
+  events.map((e) => {
+    const data = e.data as Record<string, unknown> | null
+    const { [Recorder.OBSERVED]: _, ...rest } = typeof data === "object" && data !== null ? data : { value: data }
+    return `${e.seq} ${e.agent} ${e.parent} ${e.type} ${Event.canonicalJson(rest)}`
+  })
 
 /** The agent a request is for: crew members say "You are <name>, …" in their system prompt; else `main`. */
 export const agentOf = (prompt: Prompt.Prompt): string => {

@@ -6,8 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Event } from "@musekit/core"
-import { routed, Scripted, scriptedModel } from "@musekit/core/testing"
+import { comparableEvents, routed, Scripted, scriptedModel } from "@musekit/core/testing"
 import { CompactionPlugin } from "@musekit/plugin-compaction"
 import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
@@ -71,12 +70,7 @@ const io = (texts: ReadonlyArray<string>, resumed?: Array<SessionRuntime.ResumeI
 })
 
 /** Events as replay compares them: no times, no observations. */
-const comparable = (events: ReadonlyArray<Event.Envelope>) =>
-  events.map((e) => {
-    const data = e.data as Record<string, unknown> | null
-    const { observed: _, ...rest } = typeof data === "object" && data !== null ? data : { value: data }
-    return `${e.seq} ${e.agent} ${e.parent} ${e.type} ${Event.canonicalJson(rest)}`
-  })
+const comparable = comparableEvents
 
 const files = (root: string): Record<string, string> => {
   const out: Record<string, string> = {}

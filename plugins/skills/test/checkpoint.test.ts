@@ -6,8 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Event } from "@musekit/core"
-import { Scripted, scriptedModel } from "@musekit/core/testing"
+import { comparableEvents, Scripted, scriptedModel } from "@musekit/core/testing"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
@@ -52,12 +51,7 @@ const io = (texts: ReadonlyArray<string>, resumed?: Array<SessionRuntime.ResumeI
   }
 }
 
-const comparable = (events: ReadonlyArray<Event.Envelope>) =>
-  events.map((e) => {
-    const data = e.data as Record<string, unknown> | null
-    const { observed: _, ...rest } = typeof data === "object" && data !== null ? data : { value: data }
-    return `${e.seq} ${e.agent} ${e.parent} ${e.type} ${Event.canonicalJson(rest)}`
-  })
+const comparable = comparableEvents
 
 const read = (dir: string) => Effect.runPromise(EventLogFile.readSession("s", { dir }))
 
