@@ -202,9 +202,6 @@ export const make = (
     /** Leading history messages that are the same objects as at the previous model call. */
     let stable = config.restore?.stable ?? 0
     const totalUsage = yield* Ref.make(config.restore?.usage ?? Model.emptyUsage)
-    const provide = <A, E>(eff: Effect.Effect<A, E, Recorder.Recorder>) =>
-      Effect.provideService(eff, Recorder.Recorder, rec)
-
     const record = (type: string, data: unknown, parent: string | null = null, durable = true) =>
       rec.append({ agent: agentName, type, data, parent }, undefined, { durable })
 
@@ -223,32 +220,30 @@ export const make = (
           yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto }, null, false)
           return auto
         }
-        const { value: answer } = yield* provide(
-          Recorder.step<Approvals.Answer, never, never>({
-            agent: agentName,
-            intent: {
-              type: "approval.requested",
-              data: { callId, tool: def.name, effect: def.effect, summary: request.summary }
-            },
-            // the preview (e.g. a diff) shows the files as they are now: an observation, not replayed
-            observe: def.preview
-              ? Effect.map(def.preview(params, ctx), (preview) => ({ preview: preview ?? null }))
-              : undefined,
-            run: (intent) => {
-              const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
-              return prompter.ask({ ...request, preview: preview ?? undefined })
-            },
-            outcome: (a) => ({
-              type: "approval.answered",
-              data: { callId, allow: a.allow, scope: a.scope, reason: a.reason ?? null }
-            }),
-            outcomeTypes: ["approval.answered"],
-            fromOutcome: (e) => {
-              const d = e.data as any
-              return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined }
-            }
-          })
-        )
+        const { value: answer } = yield* Recorder.stepWith<Approvals.Answer, never, never>(rec, {
+          agent: agentName,
+          intent: {
+            type: "approval.requested",
+            data: { callId, tool: def.name, effect: def.effect, summary: request.summary }
+          },
+          // the preview (e.g. a diff) shows the files as they are now: an observation, not replayed
+          observe: def.preview
+            ? Effect.map(def.preview(params, ctx), (preview) => ({ preview: preview ?? null }))
+            : undefined,
+          run: (intent) => {
+            const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
+            return prompter.ask({ ...request, preview: preview ?? undefined })
+          },
+          outcome: (a) => ({
+            type: "approval.answered",
+            data: { callId, allow: a.allow, scope: a.scope, reason: a.reason ?? null }
+          }),
+          outcomeTypes: ["approval.answered"],
+          fromOutcome: (e) => {
+            const d = e.data as any
+            return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined }
+          }
+        })
         const decision = yield* approvals.remember(request, answer)
         yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...decision })
         return decision
@@ -345,76 +340,76 @@ export const make = (
         const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
         // the result as it goes into the log: inline, or (when large) in the blob store
         const store = (r: Plugin.ToolResult) => Effect.map(encodeResult(r), (stored) => ({ raw: r, stored }))
-        const { value: completed, outcome } = yield* provide(
-          Recorder.step<{ readonly raw: Plugin.ToolResult; readonly stored: object }, Recorder.RecorderError, never>({
-            agent: agentName,
-            intent: {
-              type: "tool.started",
-              data: {
-                callId: call.id,
-                tool: def.name,
-                effect: def.effect,
-                summary: def.summarize(params),
-                params
-              }
-            },
-            observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
-            run: () =>
-              def
-                .handler(params, ctx)
-                .pipe(
-                  Effect.map((r) => resultOf(false, r)),
-                  Effect.catchAll((e) =>
-                    Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
-                  ),
-                  Effect.catchAllDefect((d) =>
-                    Effect.succeed(
-                      resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
-                    )
+        const { value: completed, outcome } = yield* Recorder.stepWith<
+          { readonly raw: Plugin.ToolResult; readonly stored: object },
+          Recorder.RecorderError,
+          never
+        >(rec, {
+          agent: agentName,
+          intent: {
+            type: "tool.started",
+            data: {
+              callId: call.id,
+              tool: def.name,
+              effect: def.effect,
+              summary: def.summarize(params),
+              params
+            }
+          },
+          observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
+          run: () =>
+            def
+              .handler(params, ctx)
+              .pipe(
+                Effect.map((r) => resultOf(false, r)),
+                Effect.catchAll((e) =>
+                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                ),
+                Effect.catchAllDefect((d) =>
+                  Effect.succeed(
+                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
                   )
                 )
-                .pipe(Effect.flatMap(store)),
-            outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
-            outcomeTypes: ["tool.completed"],
-            fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),
-            settle: (intent) =>
-              Effect.gen(function* () {
-                if (def.effect === "read" || def.idempotent) return undefined
-                const recorded = (intent.data as any)?.observed?.fingerprint as
-                  | Record<string, string | null>
-                  | undefined
-                if (def.effect === "write" && recorded) {
-                  const files = Object.keys(recorded)
-                  if (workspace.discardPartial) yield* workspace.discardPartial(files)
-                  const now = yield* workspace.fingerprint(files)
-                  if (files.every((p) => recorded[p] === now[p])) return undefined
-                  // The write may have happened. Put the files back as they were before it, run it
-                  // again, and keep the result only if it leaves exactly what was found: then the
-                  // outcome is the one the interrupted run would have recorded.
-                  const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
-                  const restored = yield* Effect.forEach(files, (p) =>
-                    recorded[p] === null
-                      ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
-                      : rec.getBlob(recorded[p]!).pipe(
-                          Effect.flatMap((bytes) => workspace.restore(p, bytes)),
-                          Effect.orElseSucceed(() => false)
-                        )
+              )
+              .pipe(Effect.flatMap(store)),
+          outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
+          outcomeTypes: ["tool.completed"],
+          fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),
+          settle: (intent) =>
+            Effect.gen(function* () {
+              if (def.effect === "read" || def.idempotent) return undefined
+              const recorded = (intent.data as any)?.observed?.fingerprint as Record<string, string | null> | undefined
+              if (def.effect === "write" && recorded) {
+                const files = Object.keys(recorded)
+                if (workspace.discardPartial) yield* workspace.discardPartial(files)
+                const now = yield* workspace.fingerprint(files)
+                if (files.every((p) => recorded[p] === now[p])) return undefined
+                // The write may have happened. Put the files back as they were before it, run it
+                // again, and keep the result only if it leaves exactly what was found: then the
+                // outcome is the one the interrupted run would have recorded.
+                const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
+                const restored = yield* Effect.forEach(files, (p) =>
+                  recorded[p] === null
+                    ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
+                    : rec.getBlob(recorded[p]!).pipe(
+                        Effect.flatMap((bytes) => workspace.restore(p, bytes)),
+                        Effect.orElseSucceed(() => false)
+                      )
+                )
+                if (restored.every(Boolean)) {
+                  const again = yield* def.handler(params, ctx).pipe(
+                    Effect.map((r) => resultOf(false, r)),
+                    Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
                   )
-                  if (restored.every(Boolean)) {
-                    const again = yield* def.handler(params, ctx).pipe(
-                      Effect.map((r) => resultOf(false, r)),
-                      Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
-                    )
-                    const after = yield* workspace.fingerprint(files)
-                    if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
-                  }
-                  // Someone else changed the files: leave them as they were found.
-                  yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
+                  const after = yield* workspace.fingerprint(files)
+                  if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
                 }
-                return resultOf(true, interruptedToolResult(def.name))
-              }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
-          })
-        )
+                // Someone else changed the files: leave them as they were found.
+                yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
+              }
+              return resultOf(true, interruptedToolResult(def.name))
+            }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
+        })
         const raw = completed.raw
         const changes =
           (raw.result as any)?.changes ??
@@ -455,17 +450,18 @@ export const make = (
         const content: ReadonlyArray<Prompt.UserMessagePartEncoded> =
           typeof input === "string" ? [{ type: "text", text: input }] : input
         const attachments = options.attachments ?? []
-        const { value: ready, outcome: readyEvent } = yield* provide(
-          Recorder.step<ReadonlyArray<Prompt.UserMessagePartEncoded>, never, never>({
-            agent: agentName,
-            intent: { type: "user.message", data: { text: textOf(content), content, attachments } },
-            run: () =>
-              Effect.map(plugins.transformPrompt({ agent: agentName, content, attachments }), (r) => r.content),
-            outcome: (c) => ({ type: "prompt.ready", data: { content: c } }),
-            outcomeTypes: ["prompt.ready"],
-            fromOutcome: (e) => (e.data as any).content
-          })
-        )
+        const { value: ready, outcome: readyEvent } = yield* Recorder.stepWith<
+          ReadonlyArray<Prompt.UserMessagePartEncoded>,
+          never,
+          never
+        >(rec, {
+          agent: agentName,
+          intent: { type: "user.message", data: { text: textOf(content), content, attachments } },
+          run: () => Effect.map(plugins.transformPrompt({ agent: agentName, content, attachments }), (r) => r.content),
+          outcome: (c) => ({ type: "prompt.ready", data: { content: c } }),
+          outcomeTypes: ["prompt.ready"],
+          fromOutcome: (e) => (e.data as any).content
+        })
         history.push({ role: "user", content: [...ready] })
         return yield* stepsOf(
           {
@@ -514,15 +510,13 @@ export const make = (
           }
           const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
           if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
-          const delivered = yield* provide(
-            Recorder.poll<InboxMessage>({
-              agent: agentName,
-              type: "inbox.delivered",
-              take: config.inbox?.take ?? Effect.succeed(Option.none()),
-              toData: (m) => m,
-              fromData: (d) => d as InboxMessage
-            })
-          )
+          const delivered = yield* Recorder.pollWith<InboxMessage>(rec, {
+            agent: agentName,
+            type: "inbox.delivered",
+            take: config.inbox?.take ?? Effect.succeed(Option.none()),
+            toData: (m) => m,
+            fromData: (d) => d as InboxMessage
+          })
           if (Option.isSome(delivered)) {
             const m = delivered.value.value
             if (config.inbox?.delivered) yield* config.inbox.delivered(m)

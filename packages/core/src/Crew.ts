@@ -326,7 +326,7 @@ export const make = (
 
     /** Wait for the next letter that `accept` takes (live); recorded on the member's stream. */
     const receive = (m: Member, type: string, accept: (l: Letter) => boolean) =>
-      Recorder.poll<Letter>({
+      Recorder.pollWith<Letter>(rec, {
         agent: m.name,
         type,
         take: Effect.gen(function* () {
@@ -359,7 +359,7 @@ export const make = (
           if (i >= 0) m.mailbox.splice(i, 1)
           return l
         }
-      }).pipe(Effect.provideService(Recorder.Recorder, rec))
+      })
 
     const memberPrompter = (m: Member): Approvals.PrompterService => ({
       ask: (request) =>
@@ -704,13 +704,13 @@ export const make = (
       run: (main, sendOptions) =>
         Effect.gen(function* () {
           while (true) {
-            const next = yield* Recorder.poll<Agent.InboxMessage>({
+            const next = yield* Recorder.pollWith<Agent.InboxMessage>(rec, {
               agent: main.name,
               type: "crew.reports",
               take: service.settle,
               toData: (m) => m,
               fromData: (d) => d as Agent.InboxMessage
-            }).pipe(Effect.provideService(Recorder.Recorder, rec))
+            })
             if (Option.isNone(next)) return
             const message = next.value.value
             yield* policy.delivered(message.ids ?? [message.id])

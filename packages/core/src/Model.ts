@@ -372,7 +372,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
           state.objects.push(messages[i])
           state.chain.push(hash53Of(i === 0 ? "" : state.chain[i - 1]!, "\n", f.json))
         }
-        const { value, outcome } = yield* Recorder.step<Outcome, never, never>({
+        const { value, outcome } = yield* Recorder.stepWith<Outcome, never, never>(rec, {
           agent: request.agent,
           parent: request.parent,
           intent: {
@@ -399,7 +399,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
               ? { error: String(d.error), malformed: d.malformed === true }
               : { text: d.text, toolCalls: d.toolCalls, finishReason: d.finishReason, usage: d.usage }
           }
-        }).pipe(Effect.provideService(Recorder.Recorder, rec))
+        })
         if ("error" in value) {
           return yield* new ModelError({ model: name, message: value.error, malformed: value.malformed })
         }

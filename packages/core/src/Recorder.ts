@@ -416,7 +416,14 @@ export interface StepOptions<A, E, R> {
 export const step = <A, E, R>(
   options: StepOptions<A, E, R>
 ): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R | Recorder> =>
-  Effect.flatMap(Recorder, (rec) => {
+  Effect.flatMap(Recorder, (rec) => stepWith(rec, options))
+
+/** `step` with the recorder given (no `Recorder` in context needed: for loops that run it often). */
+export const stepWith = <A, E, R>(
+  rec: Service,
+  options: StepOptions<A, E, R>
+): Effect.Effect<{ readonly value: A; readonly outcome: Event.Envelope }, E | RecorderError, R> =>
+  Effect.suspend(() => {
     const core = replayCores.get(rec)
     return core !== undefined && core.next(options.agent) !== undefined
       ? replayStep(rec, core, options)
@@ -523,15 +530,26 @@ export const record = (draft: Event.Draft): Effect.Effect<Event.Envelope, Record
  * any. Live, `take` is asked and a result is recorded as an event of `type`; replaying, the
  * agent's next recorded event decides (a `type` event is served, anything else means nothing came).
  */
-export const poll = <A>(options: {
+export interface PollOptions<A> {
   readonly agent: string
   readonly type: string
   readonly parent?: string | null | undefined
   readonly take: Effect.Effect<Option.Option<A>>
   readonly toData: (a: A) => unknown
   readonly fromData: (data: unknown) => A
-}): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError, Recorder> =>
-  Effect.flatMap(Recorder, (rec) => {
+}
+
+export const poll = <A>(
+  options: PollOptions<A>
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError, Recorder> =>
+  Effect.flatMap(Recorder, (rec) => pollWith(rec, options))
+
+/** `poll` with the recorder given (no `Recorder` in context needed: for loops that run it often). */
+export const pollWith = <A>(
+  rec: Service,
+  options: PollOptions<A>
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError> =>
+  Effect.suspend(() => {
     const core = replayCores.get(rec)
     const next = core?.next(options.agent)
     if (core === undefined || next === undefined) return livePoll(rec, options)

@@ -290,10 +290,13 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         if (state && (yield* options.checkpoints.still(seq))) yield* options.checkpoints.write(state, seq)
       })
     /** Send options for the task `input`: checkpoints may be taken between the steps of its turn. */
-    const taskOptions = (input: string): Agent.SendOptions => ({
-      ...sendOptions,
-      atStep: (state) => Effect.provideService(checkpoint({ input, state }), Recorder.Recorder, rec)
-    })
+    const taskOptions = (input: string): Agent.SendOptions =>
+      options.checkpoints
+        ? {
+            ...sendOptions,
+            atStep: (state) => Effect.provideService(checkpoint({ input, state }), Recorder.Recorder, rec)
+          }
+        : sendOptions
     const skills = Skill.makeRegistry(plugins.skills)
     const sendOptions: Agent.SendOptions = {
       onText: io.onText ? (d) => io.onText!("main", d) : undefined,
