@@ -236,7 +236,18 @@ const orderedHandlers = <I, O, E = never>(
 export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Service, never, any> =>
   Effect.gen(function* () {
     const ctx = yield* Effect.context<any>()
-    const run = <O, E = never>(eff: Effect.Effect<O, E, any>) => Effect.provide(eff, ctx) as Effect.Effect<O, E>
+    // the caller's services with the plugins' on top; merged once per caller context (a loop calls
+    // hooks from the same context step after step)
+    const merged = new WeakMap<Context.Context<any>, Context.Context<any>>()
+    const run = <O, E = never>(eff: Effect.Effect<O, E, any>) =>
+      Effect.contextWithEffect((caller: Context.Context<any>) => {
+        let both = merged.get(caller)
+        if (both === undefined) {
+          both = Context.merge(caller, ctx)
+          merged.set(caller, both)
+        }
+        return Effect.mapInputContext(eff, (_: Context.Context<never>) => both as Context.Context<any>)
+      }) as Effect.Effect<O, E>
     // hook points without handlers cost nothing (they run at every step of every agent)
     const sequential =
       <I>(fns: ReadonlyArray<HookFn<I, I>>) =>
