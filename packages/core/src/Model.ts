@@ -248,11 +248,17 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     // running hash over them (so a request's fingerprint costs only its new messages). Both are taken
     // over the messages' JSON as the log stores it, redacted: a replay sees only that, and computes
     // the same (and a checkpoint of this state holds no secret).
+    // (`hashes` are taken only when needed: for a checkpoint, or restored from one, where `jsons` is gone)
     const previous = new Map<
       string,
-      { hashes: Array<string>; chain: Array<string>; objects: Array<Prompt.MessageEncoded | undefined> }
+      {
+        jsons: Array<string | undefined>
+        hashes: Array<string | undefined>
+        chain: Array<string>
+        objects: Array<Prompt.MessageEncoded | undefined>
+      }
     >()
-    const jsonCache = new WeakMap<object, { json: string; hash: string }>()
+    const jsonCache = new WeakMap<object, string>()
     // system prompts are few and long (instructions, AGENTS.md), and sent with every request
     const systemHashes = new Map<string, string>()
     const systemHash = (system: string) => {
@@ -267,8 +273,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     const fingerprintOf = (m: Prompt.MessageEncoded) => {
       let f = jsonCache.get(m)
       if (f === undefined) {
-        const json = rec.redact(Event.canonicalJson(m))
-        f = { json, hash: hash53(json) }
+        f = rec.redact(Event.canonicalJson(m))
         jsonCache.set(m, f)
       }
       return f
@@ -349,28 +354,33 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     ): Effect.Effect<Result, ModelError | Recorder.RecorderError> =>
       Effect.gen(function* () {
         let state = previous.get(request.agent)
-        if (!state) previous.set(request.agent, (state = { hashes: [], chain: [], objects: [] }))
+        if (!state) previous.set(request.agent, (state = { jsons: [], hashes: [], chain: [], objects: [] }))
+        const st = state
         const n = request.messages.length
         const messages = request.messages
-        let keep = Math.min(request.stablePrefix ?? 0, state.hashes.length, n)
+        let keep = Math.min(request.stablePrefix ?? 0, st.chain.length, n)
         const start = keep
-        // the same object as last time is the same message; otherwise compare fingerprints
-        while (
-          keep < state.hashes.length &&
-          keep < n &&
-          (messages[keep] === state.objects[keep] || state.hashes[keep] === fingerprintOf(messages[keep]!).hash)
-        )
-          keep++
-        state.hashes.length = keep
-        state.chain.length = keep
-        state.objects.length = Math.min(state.objects.length, keep)
+        // the same object as last time is the same message; otherwise compare its JSON (or, restored
+        // from a checkpoint, the hash of it)
+        const same = (k: number) => {
+          const m = messages[k]!
+          if (m === st.objects[k]) return true
+          const before = st.jsons[k]
+          return before !== undefined ? before === fingerprintOf(m) : st.hashes[k] === hash53(fingerprintOf(m))
+        }
+        while (keep < st.chain.length && keep < n && same(keep)) keep++
+        st.jsons.length = keep
+        st.hashes.length = keep
+        st.chain.length = keep
+        st.objects.length = Math.min(st.objects.length, keep)
         // (before `start` the agent promised the very same objects as last time)
-        for (let i = start; i < keep; i++) state.objects[i] = messages[i]
+        for (let i = start; i < keep; i++) st.objects[i] = messages[i]
         for (let i = keep; i < n; i++) {
-          const f = fingerprintOf(messages[i]!)
-          state.hashes.push(f.hash)
-          state.objects.push(messages[i])
-          state.chain.push(hash53Of(i === 0 ? "" : state.chain[i - 1]!, "\n", f.json))
+          const json = fingerprintOf(messages[i]!)
+          st.jsons.push(json)
+          st.hashes.push(undefined)
+          st.objects.push(messages[i])
+          st.chain.push(hash53Of(i === 0 ? "" : st.chain[i - 1]!, "\n", json))
         }
         const { value, outcome } = yield* Recorder.stepWith<Outcome, never, never>(rec, {
           agent: request.agent,
@@ -409,7 +419,10 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
     const checkpoint: Service["checkpoint"] = {
       save: Effect.sync(() =>
         Object.fromEntries(
-          [...previous].map(([agent, st]) => [agent, { hashes: [...st.hashes], chain: [...st.chain] }])
+          [...previous].map(([agent, st]) => [
+            agent,
+            { hashes: st.chain.map((_, k) => st.hashes[k] ?? hash53(st.jsons[k] ?? "")), chain: [...st.chain] }
+          ])
         )
       ),
       restore: (state) =>
@@ -418,7 +431,7 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
           for (const [agent, st] of Object.entries(
             state as Record<string, { hashes: Array<string>; chain: Array<string> }>
           ))
-            previous.set(agent, { hashes: [...st.hashes], chain: [...st.chain], objects: [] })
+            previous.set(agent, { jsons: [], hashes: [...st.hashes], chain: [...st.chain], objects: [] })
         })
     }
 
