@@ -163,7 +163,11 @@ export interface Service {
     readonly id: string
   }) => Effect.Effect<void, CrewError>
   readonly stop: (name: string, id: string) => Effect.Effect<void, CrewError>
-  readonly restart: (name: string) => Effect.Effect<MemberInfo, CrewError>
+  /** `whenEnded`: wait for the member to end first (replaying a restart the log holds). */
+  readonly restart: (
+    name: string,
+    options?: { readonly whenEnded?: boolean | undefined }
+  ) => Effect.Effect<MemberInfo, CrewError>
   readonly status: Effect.Effect<ReadonlyArray<MemberInfo>>
   /** The main agent's inbox (reports through the policy). */
   readonly inbox: Agent.Inbox
@@ -666,10 +670,14 @@ export const make = (
           yield* deliver({ id, kind: "message", from: from ?? "main", text }, member)
         }),
       stop: (name, id) => deliver({ id, kind: "stop", from: "main", text: "stop" }, name),
-      restart: (name) =>
+      restart: (name, options) =>
         Effect.gen(function* () {
           const m = members.get(name)
           if (!m) return yield* new CrewError({ message: `no crew member ${name}` })
+          if (m.status !== "failed" && m.status !== "stopped" && options?.whenEnded && m.fiber) {
+            // replaying a restart: the log says the member had ended by then; its own replay gets there
+            yield* Fiber.await(m.fiber)
+          }
           if (m.status !== "failed" && m.status !== "stopped") {
             return yield* new CrewError({ message: `${name} is ${m.status}; only failed or stopped members restart` })
           }
@@ -830,8 +838,8 @@ export const make = (
         parameters: { name: Schema.String },
         effect: "read",
         internal: true,
-        handler: ({ name }) =>
-          service.restart(name).pipe(
+        handler: ({ name }, ctx) =>
+          Effect.flatMap(rec.replaying(ctx.agent), (replaying) => service.restart(name, { whenEnded: replaying })).pipe(
             Effect.map((m) => ({ name: m.name, status: "restarted" })),
             Effect.mapError((e) => new Tools.ToolError({ message: e.message }))
           )

@@ -345,6 +345,46 @@ describe("Crew", () => {
     })
   )
 
+  it.live("a stopped member restarted by the main agent replays exactly", () =>
+    Effect.gen(function* () {
+      const script = routed({
+        main: (c) => {
+          const last = c.lastResults[0]?.name
+          if (c.turn === 0) {
+            return Scripted.toolCalls([
+              { id: "d1", name: "delegate", params: { to: "explorer", task: "look around" } },
+              { id: "s1", name: "crew_stop", params: { name: "explorer-1" } }
+            ])
+          }
+          if (c.lastUser.includes("finished task main:d1") && c.lastResults.length === 0) {
+            return Scripted.toolCalls([{ id: "r1", name: "crew_restart", params: { name: "explorer-1" } }])
+          }
+          if (last === "crew_restart") {
+            return Scripted.toolCalls([
+              { id: "d2", name: "delegate", params: { to: "explorer-1", task: "look again" } }
+            ])
+          }
+          return Scripted.text(`ok ${c.turn}`)
+        },
+        explorer: (c) => Scripted.text(`looked: ${c.lastUser.slice(0, 20)}`)
+      })
+      const { events } = yield* recordLive(crewProgram(scriptedModel([script]).layer, new Map(), "go"))
+      const restart = events.find((e) => e.type === "tool.completed" && (e.data as any).tool === "crew_restart")!
+      expect((restart.data as any).result, JSON.stringify(events.map((e) => `${e.seq} ${e.agent} ${e.type}`))).toEqual({
+        name: "explorer-1",
+        status: "restarted"
+      })
+      expect(events.filter((e) => e.type === "crew.spawned" && e.agent === "explorer-1")).toHaveLength(2)
+      for (let i = 0; i < 5; i++) {
+        const report = yield* Session.replay(crewProgram(Model.layerLanguageModelForbidden, new Map(), "go"), {
+          events,
+          verify: true
+        })
+        expect(report.matched).toBe(events.length)
+      }
+    })
+  )
+
   it.live("a persistent member keeps its conversation across tasks", () =>
     Effect.gen(function* () {
       const sm = scriptedModel([
