@@ -55,8 +55,11 @@ const checksOf = new WeakMap<Redactor, TokenChecks>()
 export const tokenChecks = (redactor: Redactor): TokenChecks | undefined =>
   redactor === none ? nothingToCheck : checksOf.get(redactor)
 
-/** Numbers found clean are remembered (counts and sizes recur in every event), up to this many. */
+/** Numbers and short strings found clean are remembered (they recur in every event), up to this many each. */
 const CLEAN_NUMBERS = 4_096
+
+/** Strings up to this length are remembered when found clean. */
+const SHORT_STRING = 48
 
 /** A pattern that begins with a required literal that no escape sequence contains after its `\`. */
 const STARTS_OUTSIDE_ESCAPES = /^[A-Zg-mo-qsv-z_-][^?*{]/
@@ -66,7 +69,7 @@ const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/
 const makeChecks = (secrets: ReadonlyArray<string>, pattern: RegExp, escapesHarmless: boolean): TokenChecks => {
   // With no secrets, and no credential shape that can begin inside an escape sequence (`\n`,
   // `\u001f`, …), a string holds a match as JSON writes it exactly when it holds one as it is.
-  const string =
+  const test =
     escapesHarmless && secrets.length === 0
       ? (s: string) => !pattern.test(s)
       : (s: string) => {
@@ -75,6 +78,16 @@ const makeChecks = (secrets: ReadonlyArray<string>, pattern: RegExp, escapesHarm
           for (const secret of secrets) if (text.includes(secret)) return false
           return true
         }
+  // short strings found clean are remembered too (keys and names recur in every event)
+  const cleanShort = new Set<string>()
+  const string = (s: string) => {
+    if (s.length > SHORT_STRING) return test(s)
+    if (cleanShort.has(s)) return true
+    if (!test(s)) return false
+    if (cleanShort.size >= CLEAN_NUMBERS) cleanShort.clear()
+    cleanShort.add(s)
+    return true
+  }
   const clean = new Set<number>()
   const number = (n: number) => {
     if (clean.has(n)) return true
