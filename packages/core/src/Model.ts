@@ -153,18 +153,26 @@ export const assistantMessage = (reply: Reply): Prompt.AssistantMessageEncoded =
 })
 
 /** A cheap, stable 53-bit string hash (hex), for fingerprints of prompts. */
-export const hash53 = (s: string): string => hash53Of(s)
+export const hash53 = (s: string): string => hash53Of(s, "", "")
 
-/** `hash53` of the concatenation of `parts`, without building it. */
-const hash53Of = (...parts: ReadonlyArray<string>): string => {
+/** `hash53` of `a + b + c`, without building it. */
+const hash53Of = (a: string, b: string, c: string): string => {
   let h1 = 0xdeadbeef
   let h2 = 0x41c6ce57
-  for (const s of parts) {
-    for (let i = 0; i < s.length; i++) {
-      const ch = s.charCodeAt(i)
-      h1 = Math.imul(h1 ^ ch, 2654435761)
-      h2 = Math.imul(h2 ^ ch, 1597334677)
-    }
+  for (let i = 0; i < a.length; i++) {
+    const ch = a.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  for (let i = 0; i < b.length; i++) {
+    const ch = b.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  for (let i = 0; i < c.length; i++) {
+    const ch = c.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
   }
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
