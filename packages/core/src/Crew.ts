@@ -114,7 +114,7 @@ interface Member {
   /** A plugin gave the member its own workspace (e.g. a worktree): what its spawn recorded. */
   ownWorkspace: { readonly info: unknown } | undefined
   /** A reviewer: the workers whose review it took and has not given a verdict on yet. */
-  readonly reviewing: Set<string>
+  readonly reviewing: Map<string, Letter>
 }
 
 /** The crew between tasks of the main agent, as JSON data (kept in checkpoints). */
@@ -206,7 +206,7 @@ const reportTool = (name: string, policy: ReportPolicy.Service) =>
 const verdictTool = (
   deliver: (letter: Letter, to: string) => Effect.Effect<void, CrewError>,
   name: string,
-  reviewing: Set<string>
+  reviewing: Map<string, Letter>
 ) =>
   Tools.make({
     name: "verdict",
@@ -226,7 +226,7 @@ const verdictTool = (
         ? Effect.fail(
             new Tools.ToolError({
               message: `${worker} is not waiting for a verdict from ${name}; ${
-                reviewing.size > 0 ? `waiting: ${[...reviewing].join(", ")}` : "no review is open"
+                reviewing.size > 0 ? `waiting: ${[...reviewing.keys()].join(", ")}` : "no review is open"
               }`
             })
           )
@@ -467,7 +467,7 @@ export const make = (
           m.status = "working"
           m.task = letter.text.slice(0, 120)
           m.tasks++
-          if (letter.kind === "review") m.reviewing.add(letter.from)
+          if (letter.kind === "review") m.reviewing.set(letter.from, letter)
           yield* poke
           const before = yield* agent.history
           const result = yield* agent.send(letter.text, { budget: options.budget })
@@ -476,16 +476,8 @@ export const make = (
               yield* record(m, "crew.review.done", { worker: letter.from, text: result.text })
               if (m.reviewing.delete(letter.from)) {
                 // the review ended without a verdict: the worker must not wait for one forever
-                yield* deliver(
-                  {
-                    id: `${letter.id}:no-verdict`,
-                    kind: "verdict",
-                    from: m.name,
-                    text: `${m.name} finished the review without a verdict: ${result.text || result.reason || ""}`,
-                    data: { verdict: "none" }
-                  },
-                  letter.from
-                )
+                const why = `finished the review without a verdict: ${result.text || result.reason || ""}`
+                yield* deliver(noVerdict(letter, m, why), letter.from)
               }
             }
             continue
@@ -511,31 +503,17 @@ export const make = (
         }
       })
 
-    /** A reviewer that ends (fails, crashes) tells the workers still waiting for its verdict. */
+    /**
+     * A reviewer that ends (stops, fails, crashes) answers the reviews it took and those still
+     * waiting in its mailbox, so no worker waits for its verdict forever.
+     */
     const releaseReviews = (m: Member, why: string) =>
       Effect.gen(function* () {
-        const taken = [...m.reviewing]
-        m.reviewing.clear()
-        for (const worker of taken) {
-          yield* Effect.ignore(
-            deliver(
-              {
-                id: `${m.name}:${m.tasks}:${worker}:no-verdict`,
-                kind: "verdict",
-                from: m.name,
-                text: `${m.name} ${why}; no verdict`,
-                data: { verdict: "none" }
-              },
-              worker
-            )
-          )
-        }
-        // reviews still waiting in its mailbox will not be read either
         const queued = m.mailbox.filter((l) => l.kind === "review")
-        for (const letter of queued) {
-          m.mailbox.splice(m.mailbox.indexOf(letter), 1)
-          yield* Effect.ignore(deliver(noVerdict(letter, m, why), letter.from))
-        }
+        for (const letter of queued) m.mailbox.splice(m.mailbox.indexOf(letter), 1)
+        const open = [...m.reviewing.values(), ...queued]
+        m.reviewing.clear()
+        for (const letter of open) yield* Effect.ignore(deliver(noVerdict(letter, m, why), letter.from))
       })
 
     const startMember = (m: Member, restored = false): Effect.Effect<void> =>
@@ -597,7 +575,7 @@ export const make = (
           agent: undefined,
           fiber: undefined,
           ownWorkspace: undefined,
-          reviewing: new Set()
+          reviewing: new Map()
         }
         members.set(memberName, m)
         yield* startMember(m)
@@ -779,7 +757,7 @@ export const make = (
           agent: undefined,
           fiber: undefined,
           ownWorkspace: undefined,
-          reviewing: new Set()
+          reviewing: new Map()
         }
         members.set(m.name, m)
         let workspace: Workspace.Service | undefined

@@ -16,7 +16,7 @@
  * ```
  */
 import { LanguageModel, type Prompt, type Response } from "@effect/ai"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Option, Stream } from "effect"
 import * as Approvals from "./Approvals.js"
 import * as Event from "./Event.js"
 import * as EventLog from "./EventLog.js"
@@ -69,6 +69,12 @@ export interface RouteContext {
   readonly lastUser: string
   /** Results of the newest tool message, if the newest message is one. */
   readonly lastResults: ReadonlyArray<{ readonly name: string; readonly isFailure: boolean; readonly result: unknown }>
+}
+
+/** User inputs for a scripted session: each call takes the next text, then `None` (the session ends). */
+export const inputs = (texts: ReadonlyArray<string>): Effect.Effect<Option.Option<string>> => {
+  const queue = [...texts]
+  return Effect.sync(() => (queue.length > 0 ? Option.some(queue.shift()!) : Option.none()))
 }
 
 /**

@@ -499,6 +499,15 @@ export const open = (
     return yield* EventLog.make(backend, { sessionId: session, redactor: options.redactor })
   })
 
+/** The log file of an existing session (for readers). */
+const existingLog = (session: string, options: Options): Effect.Effect<string, EventLog.EventLogError> =>
+  Effect.gen(function* () {
+    const dir = options.dir ?? defaultDir()
+    const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
+    if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
+    return file
+  })
+
 /** Read a session's log without taking the writer lock (for `muse log`, `replay`, other tools). */
 export const readSession = (
   session: string,
@@ -508,9 +517,7 @@ export const readSession = (
   } = {}
 ): Effect.Effect<ReadonlyArray<Event.Envelope>, EventLog.EventLogError> =>
   Effect.gen(function* () {
-    const dir = options.dir ?? defaultDir()
-    const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
-    if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
+    const file = yield* existingLog(session, options)
     return yield* Effect.try({
       try: () => {
         const buf = fs.readFileSync(file)
@@ -598,9 +605,7 @@ export const readEnds = (
   options: Options = {}
 ): Effect.Effect<{ readonly first?: Event.Envelope; readonly last?: Event.Envelope }, EventLog.EventLogError> =>
   Effect.gen(function* () {
-    const dir = options.dir ?? defaultDir()
-    const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
-    if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
+    const file = yield* existingLog(session, options)
     return yield* Effect.try({
       try: () => {
         const size = fs.statSync(file).size

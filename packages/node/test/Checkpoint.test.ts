@@ -6,9 +6,9 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { comparableEvents, routed, Scripted, scriptedModel } from "@musekit/core/testing"
+import { comparableEvents, inputs, routed, Scripted, scriptedModel } from "@musekit/core/testing"
 import { CompactionPlugin } from "@musekit/plugin-compaction"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { EventLogFile, SessionRuntime } from "../src/index.js"
 
@@ -55,11 +55,6 @@ const services = (): SessionRuntime.Services => ({
   // a small window, so the main agent's context is compacted along the way
   plugins: [CompactionPlugin.make({ contextWindow: 1_500 })]
 })
-
-const inputs = (texts: ReadonlyArray<string>): Effect.Effect<Option.Option<string>> => {
-  const queue = [...texts]
-  return Effect.sync(() => (queue.length > 0 ? Option.some(queue.shift()!) : Option.none()))
-}
 
 const tasks = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `task ${from + i}`)
 

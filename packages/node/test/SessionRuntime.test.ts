@@ -2,8 +2,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Approvals } from "@musekit/core"
-import { routed, Scripted, scriptedModel } from "@musekit/core/testing"
-import { Effect, Option } from "effect"
+import { inputs, routed, Scripted, scriptedModel } from "@musekit/core/testing"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { EventLogFile, SessionRuntime } from "../src/index.js"
 
@@ -17,11 +17,6 @@ const model = () =>
     })
   ]).layer
 
-const inputs = (...texts: Array<string>): Effect.Effect<Option.Option<string>> => {
-  const queue = [...texts]
-  return Effect.sync(() => (queue.length > 0 ? Option.some(queue.shift()!) : Option.none()))
-}
-
 const run = (root: string, dir: string, session: string, answer: Approvals.Answer, asked: Array<string>) =>
   Effect.gen(function* () {
     const rules = yield* SessionRuntime.loadProjectRules(root)
@@ -31,7 +26,7 @@ const run = (root: string, dir: string, session: string, answer: Approvals.Answe
       session,
       dir,
       io: {
-        input: inputs("say hello"),
+        input: inputs(["say hello"]),
         prompter: {
           ask: (r) =>
             Effect.sync(() => {

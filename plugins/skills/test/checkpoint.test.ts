@@ -6,9 +6,9 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { comparableEvents, Scripted, scriptedModel } from "@musekit/core/testing"
+import { comparableEvents, inputs, Scripted, scriptedModel } from "@musekit/core/testing"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { Plan, SkillsPlugin } from "../src/index.js"
 import { byRole, type Seen } from "./helpers.js"
@@ -43,9 +43,8 @@ const services = (): SessionRuntime.Services => ({
 })
 
 const io = (texts: ReadonlyArray<string>, resumed?: Array<SessionRuntime.ResumeInfo>): SessionRuntime.Io => {
-  const queue = [...texts]
   return {
-    input: Effect.sync(() => (queue.length > 0 ? Option.some(queue.shift()!) : Option.none())),
+    input: inputs(texts),
     prompter: { ask: () => Effect.succeed(Plan.answers.approve) },
     onResume: (info) => Effect.sync(() => void resumed?.push(info))
   }

@@ -7,9 +7,9 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { routed, Scripted, scriptedModel } from "@musekit/core/testing"
+import { inputs, routed, Scripted, scriptedModel } from "@musekit/core/testing"
 import { CodingTools, EventLogFile, SessionRuntime } from "@musekit/node"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import * as WorktreePlugin from "../src/WorktreePlugin.js"
 
@@ -51,11 +51,6 @@ const model = () =>
             ])
     })
   ]).layer
-
-const inputs = (texts: ReadonlyArray<string>): Effect.Effect<Option.Option<string>> => {
-  const queue = [...texts]
-  return Effect.sync(() => (queue.length > 0 ? Option.some(queue.shift()!) : Option.none()))
-}
 
 describe("worktrees and checkpoints", () => {
   it("a member in a worktree is restored into it from a checkpoint; the log replays exactly", async () => {
