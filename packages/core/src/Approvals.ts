@@ -41,6 +41,11 @@ export interface Request {
   readonly effect: EffectClass
   readonly summary: string
   readonly preview?: string | undefined
+  /**
+   * The rule that answering "yes, this session" / "yes, always" would store, shown to the person
+   * before it is saved. Absent when no rule can be offered (the call cannot be reduced to one).
+   */
+  readonly proposal?: Rule | undefined
 }
 
 export interface Answer {
@@ -48,6 +53,8 @@ export interface Answer {
   /** Remember the answer as a rule with this scope (`once` remembers nothing). */
   readonly scope: Scope
   readonly reason?: string | undefined
+  /** The exact rule the person confirmed for a `session`/`project` answer (normally `request.proposal`). */
+  readonly rule?: Rule | undefined
 }
 
 export interface Decision {
