@@ -191,7 +191,25 @@ export const describeRule = (rule: Rule): string =>
 // ---------------------------------------------------------------------------------------------
 
 /** Code points some file systems ignore in names (so `.g\u200cit` is `.git` there). */
-const IGNORABLE = /[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]/g
+const IGNORABLE = new RegExp(
+  [
+    "\\u00ad",
+    "\\u034f",
+    "\\u115f",
+    "\\u1160",
+    "\\u17b4",
+    "\\u17b5",
+    "[\\u180b-\\u180f]",
+    "[\\u200b-\\u200f]",
+    "[\\u202a-\\u202e]",
+    "[\\u2060-\\u206f]",
+    "\\u3164",
+    "[\\ufe00-\\ufe0f]",
+    "\\ufeff",
+    "\\uffa0"
+  ].join("|"),
+  "g"
+)
 
 /** A path segment as a case-insensitive file system (HFS+, NTFS) would compare it. */
 const canonicalSegment = (segment: string) =>
@@ -287,7 +305,10 @@ const pathPattern = (rule: Rule, tool: string): string =>
   rule.pattern!.startsWith(`${tool} `) ? rule.pattern!.slice(tool.length + 1) : rule.pattern!
 
 /** The analysis a request needs, computed once per command text. */
-type Analyzed = { readonly _tag: "none" } | { readonly _tag: "unparsed" } | { readonly _tag: "parsed"; readonly analysis: Shell.Analysis }
+type Analyzed =
+  | { readonly _tag: "none" }
+  | { readonly _tag: "unparsed" }
+  | { readonly _tag: "parsed"; readonly analysis: Shell.Analysis }
 
 interface Assessment {
   readonly decision?: Decision | undefined
@@ -344,7 +365,11 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
     }
 
     /** The allow rules that together let the request run, or `undefined`. */
-    const allowedBy = (candidates: ReadonlyArray<Rule>, request: Request, analyzed: Analyzed): ReadonlyArray<Rule> | undefined => {
+    const allowedBy = (
+      candidates: ReadonlyArray<Rule>,
+      request: Request,
+      analyzed: Analyzed
+    ): ReadonlyArray<Rule> | undefined => {
       const whole = candidates.find((r) => r.pattern === undefined)
       if (whole) return [whole]
       switch (analyzed._tag) {
@@ -404,11 +429,18 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
           warnings.push("no shell parser is available, so rules cannot be checked against this command")
         }
         if (maybeDenied) {
-          warnings.push(`the ${describeRule(maybeDenied)} rule might apply to a part of the command that cannot be checked`)
+          warnings.push(
+            `the ${describeRule(maybeDenied)} rule might apply to a part of the command that cannot be checked`
+          )
           const byMode = modeAllows(m, request.effect)
           if (byMode === false) {
             return {
-              decision: { allow: false, by: "mode", mode: m, reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}` },
+              decision: {
+                allow: false,
+                by: "mode",
+                mode: m,
+                reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
+              },
               warnings,
               analyzed
             }
@@ -418,17 +450,32 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
         const byMode = modeAllows(m, request.effect)
         if (byMode === false) {
           return {
-            decision: { allow: false, by: "mode", mode: m, reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}` },
+            decision: {
+              allow: false,
+              by: "mode",
+              mode: m,
+              reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
+            },
             warnings,
             analyzed
           }
         }
         const risks = protectedRisks(request)
         if (risks.length > 0) return { warnings: [...risks, ...warnings], analyzed }
-        const used = allowedBy(mine.filter((r) => r.action === "allow"), request, analyzed)
+        const used = allowedBy(
+          mine.filter((r) => r.action === "allow"),
+          request,
+          analyzed
+        )
         if (used) {
           return {
-            decision: { allow: true, by: "rule", mode: m, rule: used.map(describeRule).join("; "), scope: used[0]!.scope },
+            decision: {
+              allow: true,
+              by: "rule",
+              mode: m,
+              rule: used.map(describeRule).join("; "),
+              scope: used[0]!.scope
+            },
             warnings,
             analyzed
           }

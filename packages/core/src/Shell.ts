@@ -117,7 +117,7 @@ const SYSTEM_DIRS = /^\/(?:usr\/(?:local\/)?)?s?bin\/[^/]+$/
 
 /** The name a wrapper is recognized by: a bare name, or a path in a system bin directory. */
 const wrapperName = (w: Word | undefined): string | undefined => {
-  if (!w || !w.literal) return undefined
+  if (!w?.literal) return undefined
   if (!w.text.includes("/")) return w.text
   return SYSTEM_DIRS.test(w.text) ? basename(w.text) : undefined
 }
@@ -619,7 +619,11 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
       } else if (operand.literal && operand.text.startsWith("-")) {
         hide(acc, `${name} option ${operand.text} is not understood`)
       }
-      // `bash script.sh`: runs a file; rules match the command line as written
+      // `bash script.sh`: runs a file whose commands this check does not see; an allow rule for
+      // the command line as written may still cover it
+      if (operand?.literal && !operand.text.startsWith("-")) {
+        hide(acc, `${name} runs the commands in ${operand.text}`, true)
+      }
       plain()
       return
     }

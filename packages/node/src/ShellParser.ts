@@ -144,7 +144,8 @@ const statement = (node: Node, ctx: Ctx, redirects: ReadonlyArray<Shell.Redirect
     case "command":
     case "declaration_command":
     case "unset_command":
-      return simpleCommand(node, ctx, redirects)
+      simpleCommand(node, ctx, redirects)
+      return
     case "variable_assignment":
     case "variable_assignments": {
       const assignments = node.type === "variable_assignment" ? [node] : node.namedChildren
@@ -177,6 +178,13 @@ const statement = (node: Node, ctx: Ctx, redirects: ReadonlyArray<Shell.Redirect
     }
     case "for_statement": {
       for (const v of node.childrenForFieldName("value")) if (v) word(v, ctx)
+      // the loop assigns its variable (which may be PATH): a rule must cover that like `NAME=value`
+      const variable = node.childForFieldName("variable")
+      ctx.commands.push({
+        assignments: [{ text: `${variable?.text ?? "?"}=…`, literal: false }],
+        argv: [],
+        redirects: []
+      })
       const body = node.childForFieldName("body")
       if (body) statement(body, ctx, redirects)
       return
@@ -185,7 +193,7 @@ const statement = (node: Node, ctx: Ctx, redirects: ReadonlyArray<Shell.Redirect
       const value = node.childForFieldName("value")
       if (value) word(value, ctx)
       for (const item of node.namedChildren) {
-        if (!item || item.type !== "case_item") continue
+        if (item?.type !== "case_item") continue
         for (let i = 0; i < item.childCount; i++) {
           const c = item.child(i)!
           const field = item.fieldNameForChild(i)
@@ -203,7 +211,8 @@ const statement = (node: Node, ctx: Ctx, redirects: ReadonlyArray<Shell.Redirect
       for (const c of node.namedChildren) if (c && c.type !== "word") statement(c, ctx, [])
       return
     case "test_command":
-      return testCommand(node, ctx, redirects)
+      testCommand(node, ctx, redirects)
+      return
     case "ERROR":
       hide(ctx, "the command does not parse as shell syntax")
       for (const c of node.namedChildren) if (c) statement(c, ctx, [])
@@ -248,7 +257,7 @@ const assignment = (node: Node, ctx: Ctx): Shell.Word => {
   const name = node.childForFieldName("name")
   const value = node.childForFieldName("value")
   const op = node.text.slice((name?.endIndex ?? node.startIndex) - node.startIndex).startsWith("+=") ? "+=" : "="
-  if (!name || name.type !== "variable_name") {
+  if (name?.type !== "variable_name") {
     hide(ctx, "an assignment to an array element")
     if (value) word(value, ctx)
     return { text: node.text, literal: false }

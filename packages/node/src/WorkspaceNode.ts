@@ -215,7 +215,16 @@ export const make = (root: string): Effect.Effect<Workspace.Service, InvalidRoot
         { discard: true }
       )
 
-    return { root: realRoot, resolve, relative, fingerprint, read, restore, real, discardPartial } satisfies Workspace.Service
+    return {
+      root: realRoot,
+      resolve,
+      relative,
+      fingerprint,
+      read,
+      restore,
+      real,
+      discardPartial
+    } satisfies Workspace.Service
   })
 
 /** `Workspace` rooted at `root` (its real path). */
