@@ -65,12 +65,13 @@ export const sandbox = (stubs: ReadonlyArray<string>) => {
   const work = path.join(dir, "work")
   fs.mkdirSync(bin)
   fs.mkdirSync(work)
-  const log = path.join(dir, "ran.log")
+  let runs = 0
   for (const name of stubs) {
     const file = path.join(bin, name)
     fs.writeFileSync(
       file,
-      `#!/bin/sh\nprintf '%s' "$(basename "$0")" >> ${JSON.stringify(log)}\nfor a in "$@"; do printf ' %s' "$a" >> ${JSON.stringify(log)}; done\nprintf '\\n' >> ${JSON.stringify(log)}\ncat >/dev/null 2>&1 </dev/null\n`,
+      // one line per run: the name, then each argument after a unit separator
+      `#!/bin/sh\n{ printf '%s' "\${0##*/}"; for a in "$@"; do printf '\\037%s' "$a"; done; printf '\\n'; } >> "$REDTEAM_LOG"\n`,
       { mode: 0o755 }
     )
   }
@@ -95,13 +96,15 @@ export const sandbox = (stubs: ReadonlyArray<string>) => {
     dir,
     bin,
     work,
-    /** Run `command` with `sh -c` in `work/` with `PATH=bin`; the argv lines the stubs logged. */
-    run: (command: string): ReadonlyArray<string> => {
-      fs.rmSync(log, { force: true })
+    /** Run `command` with `sh -c` in `work/` with `PATH=bin`; the argv of each stub that ran. */
+    run: (command: string): ReadonlyArray<ReadonlyArray<string>> => {
+      // a log of its own per run (a background job of an earlier run cannot write into it), and
+      // `wait` so that this run's background jobs have logged before it is read
+      const log = path.join(dir, `ran-${runs++}.log`)
       try {
-        execFileSync("/bin/sh", ["-c", command], {
+        execFileSync("/bin/sh", ["-c", 'eval "$REDTEAM_CMD"\nwait'], {
           cwd: work,
-          env: { PATH: bin, HOME: dir },
+          env: { PATH: bin, HOME: dir, REDTEAM_LOG: log, REDTEAM_CMD: command },
           stdio: "ignore",
           timeout: 5000
         })
@@ -111,6 +114,7 @@ export const sandbox = (stubs: ReadonlyArray<string>) => {
             .readFileSync(log, "utf8")
             .split("\n")
             .filter((l) => l !== "")
+            .map((l) => l.split("\u001f"))
         : []
     },
     cleanup: () => fs.rmSync(dir, { recursive: true, force: true })
