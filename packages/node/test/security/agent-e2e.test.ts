@@ -209,7 +209,7 @@ describe("red team end to end: protected paths", () => {
     const call = { name: "write_file", params: { path: ".git/info/exclude", content: "x\n" } }
     const { asked } = await runCalls(root, [call, call], {
       mode: "auto-edit",
-      answer: (r, i) =>
+      answer: (_, i) =>
         i === 0
           ? { allow: true, scope: "project", rule: { tool: "write_file", action: "allow", scope: "project" } }
           : { allow: false, scope: "once" }
@@ -253,7 +253,11 @@ describe("red team end to end: the answers replay exactly", () => {
         io: {
           input: (() => {
             let sent = false
-            return Effect.sync(() => (sent ? Option.none() : ((sent = true), Option.some("go"))))
+            return Effect.sync(() => {
+              if (sent) return Option.none()
+              sent = true
+              return Option.some("go")
+            })
           })(),
           prompter: {
             ask: (r) => Effect.succeed({ allow: true, scope: "session" as const, rule: answerRule(r) })
