@@ -45,8 +45,15 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
         note(`plan not run: no one can approve it in a headless run (use --approval-mode auto)`)
         return { allow: false, scope: "once" as const }
       }
-      const pattern = request.summary.length <= 60 ? request.summary : `${request.summary.slice(0, 50)}*`
-      const reason = `no one can answer in a headless run; allow it with --allow "${request.tool}:${pattern}" or a more permissive --approval-mode`
+      // suggest the rule the question proposed (argv words for a command), never a glob of the text
+      const pattern = request.proposal?.pattern
+      const how =
+        pattern !== undefined && !/["\n\u0000-\u001f]/.test(pattern)
+          ? `allow it with --allow "${request.tool}:${pattern}" or a more permissive --approval-mode`
+          : (request.warnings ?? []).length > 0
+            ? `no rule can allow it (${request.warnings!.join("; ")}); use a more permissive --approval-mode if you trust it`
+            : "allow it with a rule or a more permissive --approval-mode"
+      const reason = `no one can answer in a headless run; ${how}`
       note(`denied ${request.tool}: ${reason}`)
       return { allow: false, scope: "once" as const, reason }
     })

@@ -90,8 +90,26 @@ const toolChoices = (request: Approvals.Request): ReadonlyArray<Choice> =>
       ]
     : [
         { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
-        { key: "s", label: "yes, this session", answer: { allow: true, scope: "session" } },
-        { key: "a", label: "yes, always", answer: { allow: true, scope: "project" } },
+        // a session/always answer stores the rule the question proposed (shown above the choices);
+        // without one (a compound command, a protected path) there is only "yes, once"
+        ...(request.proposal
+          ? [
+              {
+                key: "s",
+                label: "yes, this session",
+                answer: { allow: true, scope: "session" as const, rule: request.proposal }
+              },
+              {
+                key: "a",
+                label: "yes, always",
+                answer: {
+                  allow: true,
+                  scope: "project" as const,
+                  rule: { ...request.proposal, scope: "project" as const }
+                }
+              }
+            ]
+          : []),
         { key: "n", label: "no", answer: { allow: false, scope: "once", reason: "the user said no" } },
         {
           key: "t",
@@ -520,7 +538,17 @@ class App {
         ? request.preview.split("\n").map((l) => `  ${l}`)
         : Render.diffLines(request.preview, s, 40).map((l) => `  ${l}`)
       : []
-    this.screen.print([head, ...preview])
+    const notes = [
+      ...(request.warnings ?? []).map((w) => `  ${s.yellow("!")} ${w}`),
+      ...(request.proposal
+        ? [
+            s.dim(
+              `  [s]/[a] allow ${request.proposal.tool} ${JSON.stringify(request.proposal.pattern ?? "*")} from now on`
+            )
+          ]
+        : [])
+    ]
+    this.screen.print([head, ...notes, ...preview])
     this.state = { _tag: "approval", request, choices: toolChoices(request), selected: 0, text: undefined, resolve }
     this.draw()
   }
