@@ -464,14 +464,17 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
       }
     }
     const argv = cmd.argv
+    // a wrapper named by a path outside the system directories (`./env`) may be anything: its
+    // payload is still checked, but the command line itself must be allowed as written
+    let trusted = true
     const plain = (extra: Partial<Command> = {}) =>
       acc.commands.push({
         words: [...assignments, ...argv],
         assignments: assignments.length,
         open: false,
-        mustAllow: true,
         denyForms: [],
-        ...extra
+        ...extra,
+        mustAllow: extra.mustAllow === false ? !trusted : true
       })
     if (argv.length === 0) {
       if (assignments.length > 0) plain()
@@ -487,7 +490,9 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
     if (cmd.redirects.some((r) => r._tag === "HereDoc") && (SHELLS.has(base) || base in INLINE_CODE)) {
       hide(acc, `a here-document gives commands to ${first.text}`)
     }
-    const name = wrapperName(first)
+    // by basename, case-insensitively (a case-insensitive file system runs /bin/BASH as bash)
+    const name = basename(first.text).toLowerCase()
+    trusted = wrapperName(first) === name
     if (options.depth >= MAX_DEPTH) {
       hide(acc, "wrappers nested too deep")
       plain()
@@ -498,10 +503,6 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
         ...options,
         depth: options.depth + 1
       })
-    if (name === undefined) {
-      plain()
-      return
-    }
     if (EVALUATING.has(name)) {
       hide(acc, `${name} runs text as shell code`)
       plain()
@@ -548,9 +549,15 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
       return yield* payload(skipped.index + 1)
     }
     if (name in TRANSPARENT) {
-      if (name === "command" && argv.slice(1).some((w) => w.text === "-v" || w.text === "-V")) {
-        plain()
-        return
+      if (name === "command") {
+        let i = 1
+        while (i < argv.length && argv[i]!.literal && argv[i]!.text === "-p") i++
+        const opt = argv[i]
+        if (opt?.literal && (opt.text === "-v" || opt.text === "-V" || opt.text === "-pv" || opt.text === "-pV")) {
+          // a lookup: prints where a command is, runs nothing
+          plain()
+          return
+        }
       }
       const skipped = skipOptions(argv, 1, TRANSPARENT[name]!)
       if ("why" in skipped) {
@@ -565,14 +572,18 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
       plain({ mustAllow: false })
       return yield* payload(skipped.index)
     }
-    if (SHELLS.has(name)) {
-      const from = name === "busybox" ? 2 : 1
-      if (name === "busybox" && !(argv[1]?.literal && SHELLS.has(argv[1].text))) {
+    if (name === "busybox") {
+      // `busybox <applet> …` runs the applet
+      if (argv.length < 2) {
         plain()
         return
       }
+      plain({ mustAllow: false })
+      return yield* payload(1)
+    }
+    if (SHELLS.has(name)) {
       // `sh -c 'script' [name [args…]]`, with flags before `-c` (also bundled: `-ec`, `-xc`)
-      let i = from
+      let i = 1
       let script: Word | undefined
       while (i < argv.length) {
         const w = argv[i]!
@@ -580,7 +591,24 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
         if (w.text === "-c" || (/^-[a-zA-Z]*c[a-zA-Z]*$/.test(w.text) && !w.text.startsWith("--"))) {
           const rest = w.text === "-c" ? "" : w.text.slice(1).replace("c", "")
           if (rest && [...rest].some((c) => !SHELL_FLAGS.flags.has(`-${c}`))) break
-          script = argv[i + 1]
+          // the script is the first operand: options may still follow `-c` (`bash -c -e 'script'`)
+          let j = i + 1
+          while (j < argv.length && argv[j]!.literal && /^[-+]./.test(argv[j]!.text)) {
+            const t = argv[j]!.text
+            if (t === "--") {
+              j++
+              break
+            }
+            if (SHELL_FLAGS.flags.has(t)) j++
+            else if (SHELL_FLAGS.withValue.has(t)) j += 2
+            else if (/^[-+][A-Za-z]+$/.test(t) && [...t.slice(1)].every((c) => SHELL_FLAGS.flags.has(`-${c}`))) j++
+            else {
+              hide(acc, `${name} option ${t} is not understood`)
+              plain()
+              return
+            }
+          }
+          script = argv[j]
           break
         }
         if (SHELL_FLAGS.flags.has(w.text)) {
@@ -693,11 +721,19 @@ const expand = (cmd: SimpleCommand, inherited: ReadonlyArray<Word>, acc: Acc, op
       return
     }
     if (name === "git") {
-      const skipped = skipOptions(argv, 1, GIT_GLOBAL)
-      const config = argv
-        .slice(1)
-        .find((w) => w.text === "-c" || w.text.startsWith("--config-env") || w.text.startsWith("--exec-path"))
+      // global options come before the subcommand; -c and friends set configuration that runs commands
+      let i = 1
+      let config: Word | undefined
+      while (i < argv.length && argv[i]!.literal && argv[i]!.text.startsWith("-")) {
+        const t = argv[i]!.text
+        if (t === "-c" || t === "--config-env" || t.startsWith("--config-env=") || t.startsWith("--exec-path")) {
+          config ??= argv[i]
+          i += t === "-c" || t === "--config-env" ? 2 : 1
+        } else if (GIT_GLOBAL.withValue.has(t)) i += 2
+        else i++
+      }
       if (config) hide(acc, `git ${config.text} sets configuration that can run commands`)
+      const skipped = config ? { why: "" } : skipOptions(argv, 1, GIT_GLOBAL)
       if ("why" in skipped) {
         if (!config) hide(acc, skipped.why)
         plain()

@@ -105,7 +105,13 @@ const allowNpmTest: ReadonlyArray<Row> = [
   ["npm install evil-package", "ask"],
   ["npx npm test", "ask"],
   ["/usr/bin/npm test", "ask"],
-  ["./npm test", "ask"]
+  ["./npm test", "ask"],
+  ["./env npm test", "ask"],
+  ["/usr/bin/env npm test", "allow"],
+  ["bash -c -e 'npm test'", "allow"],
+  ["bash -c -i 'npm test'", "ask"],
+  ["busybox npm test", "allow"],
+  ["command -v npm; npm test", "ask"]
 ]
 
 /** `--deny "run_shell:rm*"` in auto mode: everything else runs. */
@@ -180,6 +186,18 @@ const denyRm: ReadonlyArray<Row> = [
   ["trap 'rm victim' EXIT", "deny"],
   ["watch rm victim", "deny"],
   ["rmdir victim", "deny"],
+  ["bash -c -e 'rm victim'", "deny"],
+  ["bash -c -- 'rm victim'", "deny"],
+  ["sh -c -x -e 'rm victim'", "deny"],
+  ["command rm -v victim", "deny"],
+  ["command -p rm victim", "deny"],
+  ["busybox rm victim", "deny"],
+  ["busybox sh -c 'rm victim'", "deny"],
+  ["/opt/homebrew/bin/bash -c 'rm victim'", "deny"],
+  ["./env rm victim", "deny"],
+  ["BASH -c 'rm victim'", "deny"],
+  ["/usr/bin/env -i rm victim", "deny"],
+  ["git log -c", "allow"],
   // what cannot be seen asks, even in auto mode
   ['eval "$CMD"', "ask"],
   ["$CMD victim", "ask"],
