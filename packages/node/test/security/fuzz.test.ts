@@ -233,6 +233,6 @@ describe("red team: fuzzed command lines against two oracles", () => {
     expect(allowedByRules).toBeGreaterThan(SEEDS * PER_SEED * 0.015)
     expect(askedOrDenied).toBeGreaterThan(SEEDS * PER_SEED * 0.5)
     expect(withRm).toBeGreaterThan(SEEDS * PER_SEED * 0.3)
-    expect(executed).toBeGreaterThan(SEEDS * PER_SEED * 0.2)
+    expect(executed).toBeGreaterThan(SEEDS * PER_SEED * 0.12)
   }, 600_000)
 })
