@@ -1,7 +1,7 @@
 /**
  * Red-team corpus, where a parser and `sh` could disagree: here-document endings, CRLF, comments,
- * backslashes, quotes, bash-only syntax. Each line really runs in `sh` (dash here) with stub
- * programs that log what ran; whatever the engine lets through must have run nothing else.
+ * backslashes, quotes, bash-only syntax. Each line the engine lets through really runs, in `sh`
+ * (dash here) and in bash, with stub programs that log what ran: it must have run nothing else.
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { decide, sandbox } from "./support.js"
@@ -104,7 +104,50 @@ const lines: ReadonlyArray<string> = [
   "nice -n 1 rm victim",
   "nohup rm victim > /dev/null",
   "exec rm victim",
-  "safe & rm victim & wait"
+  "safe & rm victim & wait",
+  "catx <<EOF\nx\nEOF rm victim\nEOF",
+  "catx << EOF\nx\nEOF\nrm victim",
+  'catx <<"E F"\nrm victim\nE F',
+  "catx <<EOF\n\\\nEOF\nrm victim\nEOF",
+  "catx <<EOF\nEOF\\\nrm victim\nEOF",
+  "catx <<EOF\n$(rm victim)EOF\nEOF",
+  "catx <<EOF\n${x:-$(rm victim)}\nEOF",
+  "safe ${x#'}'}; rm victim",
+  "safe $(( $(rm victim) ))",
+  "safe <<<$(rm victim)",
+  "safe if then; rm victim",
+  'safe \\"; rm victim; safe \\"',
+  "safe \\'; rm victim; safe \\'",
+  "safe 'it''s'; rm victim",
+  'safe $(echo "$(rm victim)")',
+  "case x in (x) rm victim;; esac",
+  "safe; #; rm victim",
+  "safe;#\nrm victim",
+  "safe a#b c; rm victim",
+  "#!/bin/sh\nrm victim",
+  "safe\\\\\nrm victim",
+  "safe ${x:=rm} && $x victim",
+  'safe "$@"; rm victim',
+  "safe ${#}; rm victim",
+  "safe $$; rm victim",
+  "safe $-; rm victim",
+  "safe ${x}rm; rm victim",
+  "safe ~; rm victim",
+  "safe ~rm; rm victim",
+  "safe a=b; rm victim",
+  "a=b safe; rm victim",
+  "safe {a,b}; rm victim",
+  "safe [; rm victim",
+  "safe ]]; rm victim",
+  "safe !; rm victim",
+  "safe !x; rm victim",
+  "safe -- --; rm victim",
+  "safe 2>/dev/null 1>&2; rm victim",
+  "safe >/dev/null <&0; rm victim",
+  "safe 1>&-; rm victim",
+  "safe 3<&-; rm victim",
+  "safe >| /dev/null; rm victim",
+  "safe <> /dev/null; rm victim"
 ]
 
 describe("red team: lines where a parser and sh could disagree, run in a real sh", () => {
@@ -112,9 +155,12 @@ describe("red team: lines where a parser and sh could disagree, run in a real sh
     const allow = await decide(line, { mode: "ask", rules: ["allow:safe *", "allow:catx *"] })
     const deny = await decide(line, { mode: "auto", rules: ["deny:rm*"] })
     if (allow !== "allow" && deny !== "allow") return
-    const ran = box.run(line).map((argv) => argv[0])
-    if (allow === "allow") for (const name of ran) expect(["safe", "catx"], `ran ${name}`).toContain(name)
-    if (deny === "allow") expect(ran, "rm ran").not.toContain("rm")
+    // run_shell uses sh; a session configured with another shell gets bash
+    for (const shell of ["/bin/sh", "/bin/bash"]) {
+      const ran = box.run(line, shell).map((argv) => argv[0])
+      if (allow === "allow") for (const name of ran) expect(["safe", "catx"], `${shell} ran ${name}`).toContain(name)
+      if (deny === "allow") expect(ran, `${shell} ran rm`).not.toContain("rm")
+    }
   })
 
   it("the oracle sees what runs (a control line)", () => {

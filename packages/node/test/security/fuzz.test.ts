@@ -4,7 +4,8 @@
  *
  * - construction: the generator knows which simple commands each command line holds, and whether
  *   something in it keeps them from being known (a substitution, an expanded command name, …);
- * - execution: each command line really runs in `sh` with stub programs that log their argv.
+ * - execution: each command line the engine lets through really runs, in `sh` and in bash, with
+ *   stub programs that log their argv.
  *
  * With `allow safe *` and `allow lint`, an allowed line must hold only those commands and run only
  * them; with `deny rm*` in auto mode, a line that holds or runs `rm` must never be allowed.
@@ -201,7 +202,9 @@ describe("red team: fuzzed command lines against two oracles", () => {
           // the execution oracle matters where a line is let through: run those
           const ran =
             allow === "allow" || deny === "allow"
-              ? box.run(built.text).map(([n, ...args]) => ({ name: n!, args: args.length }))
+              ? ["/bin/sh", "/bin/bash"].flatMap((shell) =>
+                  box.run(built.text, shell).map(([n, ...args]) => ({ name: n!, args: args.length }))
+                )
               : []
           if (allow === "allow") {
             allowedByRules++

@@ -96,13 +96,13 @@ export const sandbox = (stubs: ReadonlyArray<string>) => {
     dir,
     bin,
     work,
-    /** Run `command` with `sh -c` in `work/` with `PATH=bin`; the argv of each stub that ran. */
-    run: (command: string): ReadonlyArray<ReadonlyArray<string>> => {
+    /** Run `command` with `sh -c` (or `shell`) in `work/` with `PATH=bin`; the argv of each stub that ran. */
+    run: (command: string, shell = "/bin/sh"): ReadonlyArray<ReadonlyArray<string>> => {
       // a log of its own per run (a background job of an earlier run cannot write into it), and
       // `wait` so that this run's background jobs have logged before it is read
       const log = path.join(dir, `ran-${runs++}.log`)
       try {
-        execFileSync("/bin/sh", ["-c", 'eval "$REDTEAM_CMD"\nwait'], {
+        execFileSync(shell, ["-c", 'eval "$REDTEAM_CMD"\nwait'], {
           cwd: work,
           env: { PATH: bin, HOME: dir, REDTEAM_LOG: log, REDTEAM_CMD: command },
           stdio: "ignore",
