@@ -404,34 +404,59 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
       }
     }
 
-    const assess = (request: Request): Effect.Effect<Assessment> =>
-      Effect.map(analyze(request), (analyzed): Assessment => {
-        const m = mode
-        const mine = rules.filter((r) => globMatch(r.tool, request.tool))
-        const warnings: Array<string> = []
-        let maybeDenied: Rule | undefined
-        for (const r of mine) {
-          if (r.action !== "deny") continue
-          const meet = denyMeets(r, request, analyzed)
-          if (meet === "yes") {
-            return {
-              decision: { allow: false, by: "rule", mode: m, rule: describeRule(r), scope: r.scope },
-              warnings,
-              analyzed
+    /**
+     * Decide what can be decided without a person. A command is parsed only when a pattern rule
+     * for its tool exists or a proposal is wanted: in `auto` mode without rules nothing is parsed.
+     */
+    const assess = (request: Request, proposing: boolean): Effect.Effect<Assessment> =>
+      Effect.suspend(() => {
+        const parse = proposing || rules.some((r) => r.pattern !== undefined && globMatch(r.tool, request.tool))
+        return parse
+          ? analyze(request)
+          : Effect.succeed<Analyzed>({ _tag: request.command === undefined ? "none" : "unparsed" })
+      }).pipe(
+        Effect.map((analyzed): Assessment => {
+          const m = mode
+          const mine = rules.filter((r) => globMatch(r.tool, request.tool))
+          const warnings: Array<string> = []
+          let maybeDenied: Rule | undefined
+          for (const r of mine) {
+            if (r.action !== "deny") continue
+            const meet = denyMeets(r, request, analyzed)
+            if (meet === "yes") {
+              return {
+                decision: { allow: false, by: "rule", mode: m, rule: describeRule(r), scope: r.scope },
+                warnings,
+                analyzed
+              }
             }
+            if (meet === "maybe") maybeDenied ??= r
           }
-          if (meet === "maybe") maybeDenied ??= r
-        }
-        if (analyzed._tag === "parsed" && analyzed.analysis.uncovered.length > 0) {
-          warnings.push(...analyzed.analysis.uncovered.map((u) => `no rule covers ${u}`))
-        }
-        if (analyzed._tag === "unparsed" && mine.some((r) => r.pattern !== undefined)) {
-          warnings.push("no shell parser is available, so rules cannot be checked against this command")
-        }
-        if (maybeDenied) {
-          warnings.push(
-            `the ${describeRule(maybeDenied)} rule might apply to a part of the command that cannot be checked`
-          )
+          if (analyzed._tag === "parsed" && analyzed.analysis.uncovered.length > 0) {
+            warnings.push(...analyzed.analysis.uncovered.map((u) => `no rule covers ${u}`))
+          }
+          if (analyzed._tag === "unparsed" && mine.some((r) => r.pattern !== undefined)) {
+            warnings.push("no shell parser is available, so rules cannot be checked against this command")
+          }
+          if (maybeDenied) {
+            warnings.push(
+              `the ${describeRule(maybeDenied)} rule might apply to a part of the command that cannot be checked`
+            )
+            const byMode = modeAllows(m, request.effect)
+            if (byMode === false) {
+              return {
+                decision: {
+                  allow: false,
+                  by: "mode",
+                  mode: m,
+                  reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
+                },
+                warnings,
+                analyzed
+              }
+            }
+            return { warnings, analyzed }
+          }
           const byMode = modeAllows(m, request.effect)
           if (byMode === false) {
             return {
@@ -445,44 +470,30 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
               analyzed
             }
           }
+          const risks = protectedRisks(request)
+          if (risks.length > 0) return { warnings: [...risks, ...warnings], analyzed }
+          const used = allowedBy(
+            mine.filter((r) => r.action === "allow"),
+            request,
+            analyzed
+          )
+          if (used) {
+            return {
+              decision: {
+                allow: true,
+                by: "rule",
+                mode: m,
+                rule: used.map(describeRule).join("; "),
+                scope: used[0]!.scope
+              },
+              warnings,
+              analyzed
+            }
+          }
+          if (byMode === true) return { decision: { allow: true, by: "mode", mode: m }, warnings, analyzed }
           return { warnings, analyzed }
-        }
-        const byMode = modeAllows(m, request.effect)
-        if (byMode === false) {
-          return {
-            decision: {
-              allow: false,
-              by: "mode",
-              mode: m,
-              reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
-            },
-            warnings,
-            analyzed
-          }
-        }
-        const risks = protectedRisks(request)
-        if (risks.length > 0) return { warnings: [...risks, ...warnings], analyzed }
-        const used = allowedBy(
-          mine.filter((r) => r.action === "allow"),
-          request,
-          analyzed
-        )
-        if (used) {
-          return {
-            decision: {
-              allow: true,
-              by: "rule",
-              mode: m,
-              rule: used.map(describeRule).join("; "),
-              scope: used[0]!.scope
-            },
-            warnings,
-            analyzed
-          }
-        }
-        if (byMode === true) return { decision: { allow: true, by: "mode", mode: m }, warnings, analyzed }
-        return { warnings, analyzed }
-      })
+        })
+      )
 
     /** The rule a session/always answer would store for `request`, if one can be offered. */
     const proposalFor = (request: Request, analyzed: Analyzed): Rule | undefined => {
@@ -510,9 +521,12 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
     }
 
     const service: Service = {
-      check: (request) => Effect.map(assess(request), (a) => a.decision),
+      check: (request) => Effect.map(assess(request, false), (a) => a.decision),
       propose: (request) =>
-        Effect.map(assess(request), (a) => ({ proposal: proposalFor(request, a.analyzed), warnings: a.warnings })),
+        Effect.map(assess(request, true), (a) => ({
+          proposal: proposalFor(request, a.analyzed),
+          warnings: a.warnings
+        })),
       remember: (request, answer) =>
         Effect.gen(function* () {
           const m = mode

@@ -261,3 +261,22 @@ describe("red team: rules over paths and summaries", () => {
     ).toBe("deny")
   })
 })
+
+describe("the parser is used only when a rule or a question needs it", () => {
+  it("auto mode without shell rules parses nothing; a pattern rule or a question parses", async () => {
+    const { ShellParser } = await import("../../src/index.js")
+    let parses = 0
+    const counting = { parse: (s: string) => Effect.suspend(() => (parses++, ShellParser.parser.parse(s))) }
+    expect(await decide("npm test; rm -rf victim", { mode: "auto", parser: counting })).toBe("allow")
+    expect(await decide("npm test", { mode: "auto", rules: [rule("allow", "read_file")], parser: counting })).toBe(
+      "allow"
+    )
+    expect(parses).toBe(0)
+    expect(await decide("npm test; rm -rf victim", { mode: "auto", rules: ["deny:rm*"], parser: counting })).toBe(
+      "deny"
+    )
+    expect(parses).toBe(1)
+    await run(Effect.flatMap(service({ mode: "ask", parser: counting }), (s) => s.propose!(shellRequest("ls"))))
+    expect(parses).toBe(2)
+  })
+})
