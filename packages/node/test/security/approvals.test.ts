@@ -266,7 +266,13 @@ describe("the parser is used only when a rule or a question needs it", () => {
   it("auto mode without shell rules parses nothing; a pattern rule or a question parses", async () => {
     const { ShellParser } = await import("../../src/index.js")
     let parses = 0
-    const counting = { parse: (s: string) => Effect.suspend(() => (parses++, ShellParser.parser.parse(s))) }
+    const counting = {
+      parse: (s: string) =>
+        Effect.suspend(() => {
+          parses++
+          return ShellParser.parser.parse(s)
+        })
+    }
     expect(await decide("npm test; rm -rf victim", { mode: "auto", parser: counting })).toBe("allow")
     expect(await decide("npm test", { mode: "auto", rules: [rule("allow", "read_file")], parser: counting })).toBe(
       "allow"

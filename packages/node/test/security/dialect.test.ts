@@ -1,3 +1,4 @@
+/* biome-ignore-all lint/suspicious/noTemplateCurlyInString: the lines are shell commands, not templates */
 /**
  * Red-team corpus, where a parser and `sh` could disagree: here-document endings, CRLF, comments,
  * backslashes, quotes, bash-only syntax. Each line the engine lets through really runs, in `sh`
