@@ -28,30 +28,65 @@ interface Loaded {
   readonly parser: TreeSitter.Parser
 }
 
-let loading: Promise<Loaded> | undefined
-
-const load = (): Promise<Loaded> => {
-  loading ??= (async () => {
-    const require = createRequire(import.meta.url)
-    const ts = (await import("web-tree-sitter")) as typeof TreeSitter
-    await ts.Parser.init()
-    const language = await ts.Language.load(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm"))
-    const parser = new ts.Parser()
-    parser.setLanguage(language)
-    // the first parse compiles most of the grammar's code; do it now rather than at the first question
-    parser.parse("true")?.delete()
-    return { parser }
-  })()
-  return loading
+/** Where the two .wasm files are: resolved from this module (a bundle that inlines this module must keep the packages resolvable). */
+export interface Files {
+  /** web-tree-sitter's runtime (`web-tree-sitter/web-tree-sitter.wasm`). */
+  readonly runtime: string
+  /** The bash grammar (`tree-sitter-bash/tree-sitter-bash.wasm`). */
+  readonly grammar: string
 }
 
-/** Start loading the parser in the background (idempotent; never fails: a failure shows at first use). */
-export const warm = (): void => {
-  load().catch(() => undefined)
+const defaultFiles = (): Files => {
+  const require = createRequire(import.meta.url)
+  return {
+    runtime: require.resolve("web-tree-sitter/web-tree-sitter.wasm"),
+    grammar: require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
+  }
 }
 
-/** Parse with the loaded parser. */
-export const parseSync = (loaded: Loaded, source: string): Shell.Script => {
+const loadWith = async (files: () => Files): Promise<Loaded> => {
+  const where = files()
+  const ts = (await import("web-tree-sitter")) as typeof TreeSitter
+  // the runtime finds its .wasm beside its own module unless told: a bundle moves the module
+  await ts.Parser.init({ locateFile: () => where.runtime })
+  const language = await ts.Language.load(where.grammar)
+  const parser = new ts.Parser()
+  parser.setLanguage(language)
+  // the first parse compiles most of the grammar's code; do it now rather than at the first question
+  parser.parse("true")?.delete()
+  return { parser }
+}
+
+/**
+ * A parser over the given files (default: resolved from this module). It loads at its first use;
+ * if loading fails, every command is reported as not analysable (so rules never allow it and it
+ * asks), with the reason, instead of failing the session.
+ */
+export const make = (files: () => Files = defaultFiles): Shell.Parser & { readonly warm: () => void } => {
+  let loading: Promise<Loaded> | undefined
+  const load = () => {
+    loading ??= loadWith(files)
+    return loading
+  }
+  return {
+    parse: (source) =>
+      Effect.promise(() =>
+        load().then(
+          (loaded) => parseSync(loaded, source),
+          (e: unknown): Shell.Script => ({
+            commands: [],
+            hidden: [`the shell parser could not be loaded (${e instanceof Error ? e.message : String(e)})`]
+          })
+        )
+      ),
+    warm: () => {
+      load().catch(() => undefined)
+    }
+  }
+}
+
+/** Parse with a loaded parser. */
+const parseSync = (loaded: Loaded, source: string): Shell.Script => {
   const tree = loaded.parser.parse(source)
   if (!tree) return { commands: [], hidden: ["the command could not be parsed"] }
   try {
@@ -61,10 +96,13 @@ export const parseSync = (loaded: Loaded, source: string): Shell.Script => {
   }
 }
 
+const shared = make()
+
 /** The parser (the WASM loads at its first use). */
-export const parser: Shell.Parser = {
-  parse: (source) => Effect.map(Effect.promise(load), (loaded) => parseSync(loaded, source))
-}
+export const parser: Shell.Parser = shared
+
+/** Start loading the parser in the background (idempotent; a failure shows at first use). */
+export const warm = (): void => shared.warm()
 
 // ---------------------------------------------------------------------------------------------
 // reduction of the syntax tree

@@ -286,3 +286,16 @@ describe("the parser is used only when a rule or a question needs it", () => {
     expect(parses).toBe(2)
   })
 })
+
+describe("a parser that cannot load", () => {
+  it("reports every command as not analysable: rules allow nothing, deny rules make it ask, the session goes on", async () => {
+    const { ShellParser } = await import("../../src/index.js")
+    const broken = ShellParser.make(() => ({ runtime: "/nonexistent/runtime.wasm", grammar: "/nonexistent/bash.wasm" }))
+    const script = await run(broken.parse("npm test"))
+    expect(script.commands).toEqual([])
+    expect(script.hidden[0]).toMatch(/^the shell parser could not be loaded/)
+    expect(await decide("npm test", { mode: "auto-edit", rules: ["allow:npm test*"], parser: broken })).toBe("ask")
+    expect(await decide("ls", { mode: "auto", rules: ["deny:rm*"], parser: broken })).toBe("ask")
+    expect(await decide("ls", { mode: "auto", parser: broken })).toBe("allow")
+  })
+})
