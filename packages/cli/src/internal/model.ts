@@ -112,7 +112,7 @@ const serverWindow = async (spec: string, env: NodeJS.ProcessEnv): Promise<Windo
   const resolved = Models.resolve(spec, { env })
   if (Either.isLeft(resolved) || resolved.right.provider.api !== "openai-compatible") return undefined
   const r = resolved.right
-  const { NodeHttpClient } = await import("@effect/platform-node")
+  const NodeHttpClient = await import("@effect/platform-node/NodeHttpClient")
   const found = await Effect.runPromise(
     OpenAiCompatible.contextWindow({
       model: r.model,
