@@ -67,10 +67,11 @@ interface Compaction {
   readonly checkpoint: Plugin.Checkpointing | undefined
 }
 
-/** The compaction plugin for a window function, loaded on first need. */
+/** The compaction plugin for a window function, loaded on first need, its tokenizer warmed up. */
 const loadCompaction = (contextWindow: (model: string) => number): Promise<Compaction | undefined> =>
   import("@musekit/plugin-compaction").then(
     (m: any) => {
+      m?.Tokens?.countText?.("warm up the tokenizer")
       const plugin = m?.CompactionPlugin?.make?.({ contextWindow }) as Plugin.Plugin | undefined
       const hook = plugin?.hooks?.transformContext
       const handler = (typeof hook === "function" ? hook : hook?.handler) as ContextHandler | undefined
@@ -104,17 +105,28 @@ const applyRestored = (c: Compaction) =>
  * longer than its per-message overheads), checked against the plugin's default trigger. The check
  * depends only on the context and the recorded window, so a replay decides the same way.
  */
-const certainlySmall = (input: Plugin.ContextInput, window: number): boolean => {
+const certainlySmall = (input: Plugin.ContextInput, window: number): "small" | "half" | false => {
   const reserve = Math.min(Math.min(16_000, Math.max(512, Math.round(window * 0.1))), Math.floor(window / 4))
   const limit = Math.floor(window * 0.75) - reserve - 64
   let bytes = Buffer.byteLength(input.system)
   if (bytes > limit) return false
   for (const m of input.messages) {
     if (Array.isArray(m.content) && m.content.some((p: { readonly type: string }) => p.type === "file")) return false
-    bytes += Buffer.byteLength(JSON.stringify(m)) + 8
+    bytes += jsonBytes(m) + 8
     if (bytes > limit) return false
   }
-  return true
+  return bytes > limit / 2 ? "half" : "small"
+}
+
+/** UTF-8 size of a message's JSON; messages are immutable, so it is taken once per message. */
+const sizes = new WeakMap<object, number>()
+const jsonBytes = (m: object): number => {
+  let n = sizes.get(m)
+  if (n === undefined) {
+    n = Buffer.byteLength(JSON.stringify(m))
+    sizes.set(m, n)
+  }
+  return n
 }
 
 /** `contextWindow`: the session's recorded window; the model table's when absent (older sessions). */
@@ -151,7 +163,17 @@ const compactionPlugin = (contextWindow: number | undefined): Plugin.Plugin => {
             const rec = yield* Effect.serviceOption(Recorder.Recorder)
             const requested = Option.isSome(rec) && requestsOf(rec.value).delete(input.agent)
             const force = input.force || requested
-            if (!force && certainlySmall(input, windowOf(input.model))) return input.messages
+            const small = force ? false : certainlySmall(input, windowOf(input.model))
+            if (small) {
+              // Past half the trigger: load the plugin and its tokenizer (a few hundred ms) once this
+              // request is on its way, while the model answers, rather than in the middle of a turn.
+              if (small === "half" && loading === undefined) {
+                setTimeout(() => {
+                  loading ??= loadCompaction(windowOf)
+                }, 0)
+              }
+              return input.messages
+            }
             const compaction = yield* Effect.promise(() => (loading ??= loadCompaction(windowOf)))
             if (!compaction) return input.messages
             loadedCompaction = compaction
@@ -202,9 +224,12 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
 
 /** Whether `root` is inside a git working tree with at least one commit (worktrees start from it). */
 export const inGitRepo = (root: string): boolean => {
-  const inside = spawnSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: root, encoding: "utf8" })
-  if (inside.status !== 0 || inside.stdout.trim() !== "true") return false
-  return spawnSync("git", ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root }).status === 0
+  // one process: it prints "true" and the commit, and fails without a commit to resolve
+  const r = spawnSync("git", ["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], {
+    cwd: root,
+    encoding: "utf8"
+  })
+  return r.status === 0 && r.stdout.split("\n")[0]?.trim() === "true"
 }
 
 /** What the main agent is told when crew members work in worktrees. */
