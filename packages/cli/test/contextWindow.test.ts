@@ -84,7 +84,7 @@ describe("context window of a model muse does not know", () => {
     const bad = await run(sb, ["--context-window", "0"], cwd)
     expect(bad.exit.code).toBe(2)
     expect(bad.stderr).toContain("--context-window must be a whole number of tokens")
-  })
+  }, 300_000)
 
   it("comes from models.<id>.contextWindow in the config files (the project's beats the user's)", async () => {
     const server = await withServer()
@@ -115,7 +115,7 @@ describe("context window of a model muse does not know", () => {
     const bad = await run(sb, [], cwd)
     expect(bad.exit.code).toBe(2)
     expect(bad.stderr).toContain('field "models')
-  })
+  }, 300_000)
 
   it("comes from the server's model list (vLLM's max_model_len), else the default", async () => {
     const vllm = await withServer({
@@ -133,7 +133,7 @@ describe("context window of a model muse does not know", () => {
     const r2 = await run(sb2, [], project(sb2))
     expect(r2.exit.code, r2.stderr).toBe(0)
     expect(startedConfig(sb2, r2.result.session).contextWindow).toBe(32_768)
-  })
+  }, 300_000)
 
   it("500 tool calls with a 1M window: no compaction, no turn budget, the session completes", async () => {
     const server = await withServer({ turns: 500 })
