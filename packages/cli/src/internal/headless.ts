@@ -52,7 +52,8 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
           ? `--allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}"`
           : "an --allow rule"
       const reason = `no one can answer in a headless run; allow it with ${suggestion} or a more permissive --approval-mode`
-      note(`denied ${request.tool}: ${reason}`)
+      // the whole call is named (the note is escaped where it is shown)
+      note(`denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`)
       return { allow: false, scope: "once" as const, reason }
     })
 })

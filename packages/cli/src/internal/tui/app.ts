@@ -129,7 +129,7 @@ const toolChoices = (request: Approvals.Request, hidden: number, alwaysOk: boole
           ...noChoices
         ]
 
-class App {
+export class App {
   readonly screen: Screen
   readonly style: Style
   readonly editor: Editor
