@@ -53,7 +53,9 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
           : "an --allow rule"
       const reason = `no one can answer in a headless run; allow it with ${suggestion} or a more permissive --approval-mode`
       // the whole call is named (the note is escaped where it is shown)
-      note(`denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`)
+      note(
+        `denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`
+      )
       return { allow: false, scope: "once" as const, reason }
     })
 })

@@ -4,7 +4,7 @@
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Either, Exit, Option } from "effect"
-import { styleFor, terminalSafe } from "./ansi.js"
+import { stringifySafe, styleFor, terminalSafe } from "./ansi.js"
 import * as Argv from "./argv.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
@@ -193,7 +193,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       Effect.gen(function* () {
         const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
         const rows = yield* History.listSessions(dir)
-        if (v.json) for (const r of rows) out.write(`${JSON.stringify(r)}\n`)
+        if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
         else History.printSessions(rows, out, dir)
       })
   ).pipe(Command.withDescription("List recorded sessions, newest first"))
@@ -314,7 +314,9 @@ export const main = async (pio: ProcessIo): Promise<number> => {
                 ? s.green("trusted")
                 : status._tag === "changed"
                   ? s.yellow(`changed since you trusted it: ${status.changed.join(", ")}`)
-                  : s.yellow(`not trusted${status._tag === "untrusted" && status.problem ? ` (${status.problem})` : ""}`)
+                  : s.yellow(
+                      `not trusted${status._tag === "untrusted" && status.problem ? ` (${status.problem})` : ""}`
+                    )
             }\n`
           )
           return

@@ -228,7 +228,10 @@ export const make = (options: {
     const sp = (SkillsPackage as any).SkillsPlugin
     if (sp && typeof sp.load === "function") {
       const loaded = yield* (
-        sp.load({ projectDir: options.projectSkills ? options.root : undefined, userDir: options.userDir }) as Effect.Effect<{
+        sp.load({
+          projectDir: options.projectSkills ? options.root : undefined,
+          userDir: options.userDir
+        }) as Effect.Effect<{
           plugin: Plugin.Plugin
           errors: ReadonlyArray<{ message: string }>
         }>

@@ -137,7 +137,10 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
     if (typeof r.diff === "string" && r.diff.length > 0) {
       const st = diffStat(r.diff)
       return [
-        style.dim(`⎿ ${escapeUnsafe(String(r.path ?? ""), style)} `) + style.green(`+${st.added}`) + style.dim(" ") + style.red(`-${st.removed}`),
+        style.dim(`⎿ ${escapeUnsafe(String(r.path ?? ""), style)} `) +
+          style.green(`+${st.added}`) +
+          style.dim(" ") +
+          style.red(`-${st.removed}`),
         ...diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`)
       ]
     }

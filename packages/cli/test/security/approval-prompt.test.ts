@@ -64,9 +64,8 @@ const harness = (options: { readonly alwaysOk?: boolean } = {}): Harness => {
     screen,
     answers,
     ask: (request) =>
-      app.askApproval(
-        { agent: "main", tool: "run_shell", effect: "exec", summary: "npm test", ...request },
-        (a) => answers.push(a)
+      app.askApproval({ agent: "main", tool: "run_shell", effect: "exec", summary: "npm test", ...request }, (a) =>
+        answers.push(a)
       ),
     key: (str, name = str, extra = {}) => app.onKey(str, { name, sequence: str, ...extra }),
     armed: async () => {

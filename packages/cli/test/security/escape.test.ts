@@ -253,7 +253,12 @@ describe("muse log, replay and sessions print only inert text", () => {
     const c = collect()
     History.printLog(EVENTS, { json: false }, c.out)
     assertInert(c.text())
-    expect(c.text().split("\n").filter((l) => l !== "")).toHaveLength(EVENTS.length)
+    expect(
+      c
+        .text()
+        .split("\n")
+        .filter((l) => l !== "")
+    ).toHaveLength(EVENTS.length)
     const screen = await renderInTerminal(c.text())
     expect(screen.titles).toEqual([])
     expect(screen.text).toContain("\\x1b[2K\\r\\x1b]0;t\\x07\\u202eEVIL\\x9b1A")

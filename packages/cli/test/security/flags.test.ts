@@ -105,10 +105,7 @@ describe("muse with misspelled flags", () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)
     const script = writeScript(sb, "rm", {
-      steps: [
-        { tools: [{ name: "run_shell", params: { command: "rm -f sum.js" } }] },
-        { text: "Removed." }
-      ]
+      steps: [{ tools: [{ name: "run_shell", params: { command: "rm -f sum.js" } }] }, { text: "Removed." }]
     })
     for (const argv of [
       ["run", "tidy up", "--dney", "run_shell:rm*", "--approval-mode", "auto"],
@@ -128,7 +125,7 @@ describe("muse with misspelled flags", () => {
     expect(fs.existsSync(path.join(sb.state, "sessions"))).toBe(false)
   })
 
-  it("muse run -- \"--text\" sends the text as the task", () => {
+  it('muse run -- "--text" sends the text as the task', () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)
     const script = writeScript(sb, "echo", { replies: [{ when: "--dney", steps: [{ text: "The task was read." }] }] })

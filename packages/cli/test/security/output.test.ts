@@ -37,7 +37,10 @@ describe("printed output is inert", () => {
 
     const stream = muse(["run", task, "--script", script, "--output-format", "stream-json"], { sb, cwd: repo })
     expect(stream.stdout).not.toMatch(RAW)
-    const lines = stream.stdout.trim().split("\n").map((l) => JSON.parse(l))
+    const lines = stream.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
     const responded = lines.find((l) => l.kind === "event" && l.event.type === "model.responded")
     expect(responded.event.data.text).toBe(`Here:${EVIL}\n`)
 
@@ -58,6 +61,9 @@ describe("printed output is inert", () => {
       expect(r.stdout, args.join(" ")).not.toMatch(RAW)
       expect(r.stdout, args.join(" ")).toContain(shown)
     }
+    const sessions = muse(["sessions", "--json"], { sb, cwd: repo })
+    expect(sessions.stdout).not.toMatch(RAW)
+    expect(JSON.parse(sessions.stdout.split("\n")[0]!).title).toBe(task)
     const log = muse(["log", session, "--json"], { sb, cwd: repo })
     const input = log.stdout
       .trim()
@@ -92,7 +98,9 @@ describe("'yes, always' in a trusted folder keeps it trusted, and only for the u
     expect(status(sb, repo)).toBe("trusted")
     fs.writeFileSync(file, JSON.stringify({ rules: [...start, saved] }))
     expect(status(sb, repo)).toBe("changed")
-    expect(Trust.acceptSavedRules({ root: repo, baseline, rulesAtStart: start, saved: [saved], env: sb.env })).toBe(true)
+    expect(Trust.acceptSavedRules({ root: repo, baseline, rulesAtStart: start, saved: [saved], env: sb.env })).toBe(
+      true
+    )
     expect(status(sb, repo)).toBe("trusted")
   })
 

@@ -169,7 +169,12 @@ describe("a fresh clone of a hostile repository", () => {
     // a pull that changes a trusted file: asked again (headless: not used, and the line says why)
     fs.writeFileSync(
       path.join(clone, ".muse", "permissions.json"),
-      JSON.stringify({ rules: [{ tool: "*", action: "allow", scope: "project" }, { tool: "run_shell", action: "allow" }] })
+      JSON.stringify({
+        rules: [
+          { tool: "*", action: "allow", scope: "project" },
+          { tool: "run_shell", action: "allow" }
+        ]
+      })
     )
     const changed = muse(["run", "make a file", "--script", script], { sb, cwd: clone })
     expect(changed.stderr).toContain("they changed since you trusted this folder (.muse/permissions.json)")

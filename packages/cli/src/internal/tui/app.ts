@@ -18,8 +18,8 @@ import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import * as Session from "../session.js"
 import * as Tools from "../tools.js"
-import { version } from "../version.js"
 import * as Trust from "../trust.js"
+import { version } from "../version.js"
 import { Editor, type Key } from "./editor.js"
 import { Gate } from "./gate.js"
 import { Screen } from "./screen.js"
@@ -106,22 +106,22 @@ const toolChoices = (request: Approvals.Request, hidden: number, alwaysOk: boole
       ]
     : request.tool === "/plan"
       ? [
-        { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
-        {
-          key: "e",
-          label: "edit…",
-          withText: {
-            prompt: "what to change › ",
-            answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
-          }
-        },
-        {
-          key: "r",
-          label: "reject…",
-          withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
-        },
-        { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
-      ]
+          { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
+          {
+            key: "e",
+            label: "edit…",
+            withText: {
+              prompt: "what to change › ",
+              answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
+            }
+          },
+          {
+            key: "r",
+            label: "reject…",
+            withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
+          },
+          { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+        ]
       : [
           { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
           ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
@@ -549,7 +549,11 @@ export class App {
           break
         default:
           if (!this.skills.some((k) => k.name === cmd)) {
-            this.print([s.cyan(`› ${shown}`), s.yellow(`unknown command /${escapeUnsafe(cmd ?? "", s)}; /help lists them`), ""])
+            this.print([
+              s.cyan(`› ${shown}`),
+              s.yellow(`unknown command /${escapeUnsafe(cmd ?? "", s)}; /help lists them`),
+              ""
+            ])
             return
           }
       }
@@ -939,7 +943,11 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
 
     // the folder's own settings: asked about once, before they could take effect
     let trustState:
-      | { readonly decision: Session.TrustDecision; readonly recorded: boolean; readonly rulesAtStart: ReadonlyArray<unknown> }
+      | {
+          readonly decision: Session.TrustDecision
+          readonly recorded: boolean
+          readonly rulesAtStart: ReadonlyArray<unknown>
+        }
       | undefined
     let quit = false
     const decide: Session.Decide = (root) =>

@@ -61,7 +61,8 @@ export class Screen {
   print(lines: ReadonlyArray<string>): void {
     const wrapped: Array<string> = []
     for (const l of lines)
-      for (const part of terminalSafe(l, this.style).split("\n")) wrapped.push(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
+      for (const part of terminalSafe(l, this.style).split("\n"))
+        wrapped.push(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
     this.render(wrapped)
   }
 
