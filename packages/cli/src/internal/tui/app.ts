@@ -999,6 +999,8 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       return ExitCode.Interrupted
     }
     const { session, prepared, past } = started.right
+    /** Rules the user saved with "yes, always" in this session (what core stores for such an answer). */
+    const savedRules: Array<unknown> = []
     const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
     handler = (str, key) => app.onKey(str, key)
     for (const [str, key] of early.splice(0)) app.onKey(str, key)
@@ -1019,8 +1021,6 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
         }
       }
     }
-    /** Rules the user saved with "yes, always" in this session (what core stores for such an answer). */
-    const savedRules: Array<unknown> = []
     const onResize = () => app.screen.redraw()
     options.stdout.on("resize", onResize)
     const onSigint = () => app.onKey(undefined, { name: "c", ctrl: true })
