@@ -18,6 +18,7 @@ export default defineConfig({
     include: ["packages/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    pool: "forks"
+    pool: "forks",
+    globalSetup: ["./vitest.tmpdir.ts"]
   }
 })
