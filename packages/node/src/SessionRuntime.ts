@@ -58,7 +58,13 @@ export const Config = Schema.Struct({
    * Names of the plugins the session runs with, so a replay or a resume can put the same set
    * together (absent in sessions that did not say).
    */
-  plugins: Schema.optional(Schema.Array(Schema.String))
+  plugins: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * What plugins found in the world when the session started, by plugin name (the tools each MCP
+   * server offered, say): a replay or a resume builds those plugins from this record instead of
+   * asking the world again, so the session sees the same tools.
+   */
+  discovered: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type Config = typeof Config.Type
 
@@ -125,6 +131,8 @@ export const config = (options: {
   readonly title?: string | undefined
   /** Names of the plugins the session runs with (recorded; see `Config.plugins`). */
   readonly plugins?: ReadonlyArray<string> | undefined
+  /** What plugins found when the session started (recorded; see `Config.discovered`). */
+  readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -138,7 +146,8 @@ export const config = (options: {
     ...(options.budget?.tokens !== undefined ? { tokens: options.budget.tokens } : {}),
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
-  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {})
+  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
+  ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */
