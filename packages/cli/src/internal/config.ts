@@ -33,7 +33,9 @@ export const ConfigFile = Schema.Struct({
     })
   ),
   /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
-  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1)))
+  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  /** MCP servers, in the shape of Claude Code's `.mcp.json` (each entry is checked when it starts). */
+  mcpServers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type ConfigFile = typeof ConfigFile.Type
 
@@ -67,7 +69,7 @@ const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>):
   for (const { path: p, messages, unknown } of byPath.values()) {
     if (unknown) {
       out.push(
-        `  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, worktrees, budget, stateDir)`
+        `  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, worktrees, budget, stateDir, mcpServers)`
       )
       continue
     }

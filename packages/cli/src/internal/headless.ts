@@ -250,6 +250,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
   })
 
@@ -276,6 +277,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
         `${JSON.stringify({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir, resumedAt: fromSeq })}\n`
       )
     }
+    for (const w of prepared.plugins.warnings) em.note(w)
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
@@ -296,5 +298,6 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result)
   })

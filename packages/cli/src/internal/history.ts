@@ -284,7 +284,9 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     )
     const plugins = yield* Plugins.make({
       root: config.root,
-      worktrees: Plugins.recordedWorktrees(config, session, true)
+      worktrees: Plugins.recordedWorktrees(config, session, true),
+      // the tools the session's MCP servers offered, from its record: a replay starts no server
+      mcp: yield* Session.recordedMcp(config, undefined, options.env.env)
     })
     const started = performance.now()
     const report = yield* (

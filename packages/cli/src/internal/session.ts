@@ -10,6 +10,7 @@ import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect, Either, type Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as Mcp from "./mcp.js"
 import * as Model from "./model.js"
 import * as Plugins from "./plugins.js"
 
@@ -59,8 +60,28 @@ export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<strin
 
 const scriptedSpec = (file: string) => `scripted/${path.basename(file).replace(/(\.script)?\.json$/, "")}`
 
+/**
+ * Whether the folder's own MCP servers (`.muse/mcp.json`, `mcpServers` in `.muse/config.json`) may
+ * start: they run programs the repository names, so only in a folder the user trusted.
+ * FOLDER TRUST HOOK: join this to the folder-trust decision (`trust.trusted`) when it lands; until
+ * then a folder's own servers do not start.
+ */
+const projectMcpTrusted = (_root: string, _env: Env): boolean => false
+
+/** Options of a new session beyond the flags. */
+export interface NewOptions {
+  /** MCP servers an editor hands over (ACP `session/new`). */
+  readonly mcpServers?: Mcp.Found | undefined
+}
+
 /** Everything a new session needs (`session`: the id it will get, which names its worktree branches). */
-export const prepareNew = (flags: Flags, env: Env, session: string, title = ""): Effect.Effect<Prepared, CliError> =>
+export const prepareNew = (
+  flags: Flags,
+  env: Env,
+  session: string,
+  title = "",
+  options: NewOptions = {}
+): Effect.Effect<Prepared, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env)
@@ -98,11 +119,21 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       !flags.noWorktrees &&
       (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
       Plugins.inGitRepo(root)
-    const plugins = yield* Plugins.make({ root, worktrees: worktrees ? { sessionId: session } : undefined })
+    const configured = yield* Mcp.load(root, env.env, { project: projectMcpTrusted(root, env), loaded })
+    const mcp = yield* Mcp.start(Mcp.merge(configured, options.mcpServers ?? { servers: {}, problems: [] }), {
+      root,
+      env: env.env
+    })
+    const plugins = yield* Plugins.make({ root, worktrees: worktrees ? { sessionId: session } : undefined, mcp })
+    const problems = [...configured.problems, ...(options.mcpServers?.problems ?? [])]
+    if (!projectMcpTrusted(root, env) && fs.existsSync(Mcp.projectFile(root))) {
+      problems.push(`${Mcp.projectFile(root)} is not used: a folder's own MCP servers start only in a trusted folder`)
+    }
     const config = SessionRuntime.config({
       root,
       title,
       plugins: plugins.names,
+      ...(mcp ? { discovered: { mcp: mcp.discovery } } : {}),
       model: choice.spec,
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
@@ -120,7 +151,7 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       config,
       modelSource: choice.source,
       languageModel,
-      plugins,
+      plugins: problems.length > 0 ? { ...plugins, warnings: [...plugins.warnings, ...problems] } : plugins,
       loaded
     } satisfies Prepared
   })
@@ -158,7 +189,8 @@ export const readRecorded = (session: string, dir: string) =>
 export const prepareResume = (
   session: string,
   flags: Flags,
-  env: Env
+  env: Env,
+  options: NewOptions = {}
 ): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
@@ -183,7 +215,20 @@ export const prepareResume = (
       scriptFlag: flags.script,
       onRequest: env.onRequest
     })
-    const plugins = yield* Plugins.make({ root: config.root, worktrees: Plugins.recordedWorktrees(config, session) })
+    const configured = yield* Mcp.load(config.root, env.env, {
+      project: projectMcpTrusted(config.root, env),
+      loaded: yield* Config.load(config.root, env.env)
+    })
+    const mcp = yield* recordedMcp(
+      config,
+      Mcp.merge(configured, options.mcpServers ?? { servers: {}, problems: [] }),
+      env.env
+    )
+    const plugins = yield* Plugins.make({
+      root: config.root,
+      worktrees: Plugins.recordedWorktrees(config, session),
+      mcp
+    })
     return {
       root: config.root,
       stateDir,
@@ -196,6 +241,20 @@ export const prepareResume = (
       nextSeq
     }
   })
+
+/**
+ * The MCP plugin of a recorded session: its recorded tools, served by `found` (the servers as
+ * configured now, started in the background) or, for a replay (`undefined`), by nothing. Absent
+ * when the session was recorded without MCP servers, whatever is configured now.
+ */
+export const recordedMcp = (
+  config: SessionRuntime.Config,
+  found: Mcp.Found | undefined,
+  env: NodeJS.ProcessEnv
+): Effect.Effect<Mcp.Loaded | undefined> =>
+  config.plugins?.includes("mcp")
+    ? Mcp.recorded(config.discovered?.mcp, found, { root: config.root, env })
+    : Effect.succeed(undefined)
 
 /** The newest session of a state directory. */
 export const latestSession = (dir: string): Effect.Effect<string, CliError> =>

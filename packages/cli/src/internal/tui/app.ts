@@ -14,6 +14,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { type Style, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
 import * as History from "../history.js"
+import * as Mcp from "../mcp.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import * as Session from "../session.js"
@@ -64,6 +65,7 @@ const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly descriptio
   { name: "agents", description: "the crew: members, status, current task" },
   { name: "approve", description: "set the approval mode: /approve read-only|ask|auto-edit|auto" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
+  { name: "mcp", description: "the session's MCP servers: status and tools" },
   { name: "help", description: "this help" },
   { name: "clear", description: "clear the screen" },
   { name: "exit", description: "leave (the session is saved; muse resume continues it)" }
@@ -126,6 +128,9 @@ class App {
   exitRequested = false
   cancel: (() => void) | undefined
   hardExit: (() => void) | undefined
+
+  /** Lines for `/mcp` (the session's MCP servers now). */
+  mcpLines: (() => Effect.Effect<Array<string>>) | undefined
 
   constructor(
     readonly out: NodeJS.WriteStream,
@@ -468,6 +473,11 @@ class App {
         case "model":
           this.print([s.cyan(`› ${t}`), ...this.modelLines(), ""])
           return
+        case "mcp": {
+          const lines = this.mcpLines ? Effect.runSync(this.mcpLines()) : ["no MCP servers in this session."]
+          this.print([s.cyan(`› ${t}`), ...lines, ""])
+          return
+        }
         case "clear":
           this.out.write("\x1b[2J\x1b[3J\x1b[H")
           this.draw()
@@ -689,6 +699,13 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       prepared = yield* Session.prepareNew(options.flags, options.env, session)
     }
     const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
+    const mcp = prepared.plugins.mcp
+    if (mcp) {
+      // server names, versions, errors and tool names come from the servers: shown as data
+      const visible = (text: string) =>
+        text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`)
+      app.mcpLines = () => Mcp.statusLines(mcp.servers, mcp.discovery, app.style, visible)
+    }
     const stdin = options.stdin
     readline.emitKeypressEvents(stdin)
     stdin.setRawMode?.(true)
@@ -803,6 +820,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       }
       break
     }
+    yield* prepared.plugins.close
     stdin.off("keypress", onKey)
     options.stdout.off("resize", onResize)
     process.off("SIGINT", onSigint)
