@@ -285,6 +285,78 @@ describe("muse acp", () => {
     expect(replay.code, replay.stderr).toBe(0)
   })
 
+  it("/plan: the plan's steps are plan entries, updated as the steps run after the editor approves it", async () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const step = (id: string, file: string) => ({ id, intent: `Create ${file}`, verify: `${file} exists` })
+    const script = writeScript(sb, "plan", {
+      replies: [
+        {
+          when: "Carry out step s1",
+          steps: [
+            { tools: [{ name: "write_file", params: { path: "notes/a.txt", content: "a\n" } }] },
+            { text: "Wrote it.\nSTEP STATUS: done" }
+          ]
+        },
+        {
+          when: "Carry out step s2",
+          steps: [
+            { tools: [{ name: "write_file", params: { path: "notes/b.txt", content: "b\n" } }] },
+            { text: "Wrote it.\nSTEP STATUS: done" }
+          ]
+        },
+        {
+          when: "two notes",
+          steps: [
+            {
+              tools: [
+                {
+                  name: "submit_plan",
+                  params: { title: "Two notes", steps: [step("s1", "notes/a.txt"), step("s2", "notes/b.txt")] }
+                }
+              ]
+            },
+            { text: "Plan submitted." }
+          ]
+        }
+      ]
+    })
+    const ed = await editor(sb, ["--script", script, "--no-crew"], repo)
+    try {
+      const { sessionId } = await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })
+      ed.answers.push("allow")
+      const r = await ed.agent.request("session/prompt", {
+        sessionId,
+        prompt: [{ type: "text", text: "/plan write two notes" }]
+      })
+      expect(r.stopReason).toBe("end_turn")
+      expect(ed.permissions[0]!.toolCall.title).toBe('Run the plan "Two notes" (2 steps)')
+      const plans = ed.updates
+        .filter((u) => u.update.sessionUpdate === "plan")
+        .map((u) => (u.update as acp.Plan).entries.map((e) => `${e.content}: ${e.status}`).join(", "))
+      expect(plans).toEqual([
+        "Create notes/a.txt: pending, Create notes/b.txt: pending",
+        "Create notes/a.txt: in_progress, Create notes/b.txt: pending",
+        "Create notes/a.txt: completed, Create notes/b.txt: pending",
+        "Create notes/a.txt: completed, Create notes/b.txt: in_progress",
+        "Create notes/a.txt: completed, Create notes/b.txt: completed"
+      ])
+      expect(fs.readFileSync(path.join(repo, "notes/b.txt"), "utf8")).toBe("b\n")
+      // the file changes came as diffs
+      const diffs = ed.updates.flatMap((u) =>
+        u.update.sessionUpdate === "tool_call_update"
+          ? ((u.update as acp.ToolCallUpdate).content ?? []).filter((c) => c.type === "diff")
+          : []
+      )
+      expect(diffs).toEqual([
+        { type: "diff", path: path.join(fs.realpathSync(repo), "notes/a.txt"), oldText: null, newText: "a\n" },
+        { type: "diff", path: path.join(fs.realpathSync(repo), "notes/b.txt"), oldText: null, newText: "b\n" }
+      ])
+    } finally {
+      await ed.close()
+    }
+  })
+
   it("session/load of a session that does not exist is an error naming it", async () => {
     const sb = sandbox()
     const ed = await editor(sb, [], sb.root)

@@ -521,7 +521,9 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
         sessionId: live.id,
         toolCall: {
           toolCallId,
-          title: plan ? `Run the plan: ${request.summary}` : Render.toolTitle(request.tool, request.summary),
+          title: plan
+            ? request.summary.charAt(0).toUpperCase() + request.summary.slice(1)
+            : Render.toolTitle(request.tool, request.summary),
           kind: plan ? "think" : kindOf(request.tool, request.effect),
           status: "pending",
           ...(request.preview ? { content: [textContent(request.preview)] } : {})
