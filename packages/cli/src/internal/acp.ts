@@ -14,7 +14,7 @@
  * @example
  * ```json
  * // Zed settings.json
- * { "agent_servers": { "muse": { "command": "muse", "args": ["acp"] } } }
+ * { "agent_servers": { "muse": { "type": "custom", "command": "muse", "args": ["acp"] } } }
  * ```
  */
 import * as fs from "node:fs"
