@@ -60,6 +60,12 @@ export const Config = Schema.Struct({
    */
   plugins: Schema.optional(Schema.Array(Schema.String)),
   /**
+   * The model's context window in tokens, as the session was started with (from a flag, a config
+   * file, the model table or the model's server), so a replay or a resume budgets the context the
+   * same way without asking anyone (absent in sessions that did not say).
+   */
+  contextWindow: Schema.optional(Schema.Number),
+  /**
    * What plugins found in the world when the session started, by plugin name (the tools each MCP
    * server offered, say): a replay or a resume builds those plugins from this record instead of
    * asking the world again, so the session sees the same tools.
@@ -131,6 +137,8 @@ export const config = (options: {
   readonly title?: string | undefined
   /** Names of the plugins the session runs with (recorded; see `Config.plugins`). */
   readonly plugins?: ReadonlyArray<string> | undefined
+  /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
+  readonly contextWindow?: number | undefined
   /** What plugins found when the session started (recorded; see `Config.discovered`). */
   readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
@@ -147,6 +155,7 @@ export const config = (options: {
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
   ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
+  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
   ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 

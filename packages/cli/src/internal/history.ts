@@ -285,6 +285,7 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     const plugins = yield* Plugins.make({
       root: config.root,
       worktrees: Plugins.recordedWorktrees(config, session, true),
+      contextWindow: config.contextWindow,
       // the tools the session's MCP servers offered, from its record: a replay starts no server
       mcp: yield* Session.recordedMcp(config, undefined, options.env.env)
     })
