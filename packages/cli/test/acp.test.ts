@@ -23,8 +23,52 @@ interface Editor {
   readonly close: () => Promise<void>
 }
 
+/** Terminals as an editor runs them (`terminal/*`): real processes, their output kept. */
+const terminals = () => {
+  const made: Array<{ command: string; args: ReadonlyArray<string>; cwd: string | null | undefined }> = []
+  const running = new Map<
+    string,
+    { output: string; exit: Promise<{ exitCode: number | null; signal: string | null }>; child: ChildProcess }
+  >()
+  return {
+    made,
+    create: (p: acp.CreateTerminalRequest) => {
+      const id = `term-${made.length + 1}`
+      made.push({ command: p.command, args: p.args ?? [], cwd: p.cwd })
+      const child = spawn(p.command, p.args ?? [], { cwd: p.cwd ?? undefined, stdio: ["ignore", "pipe", "pipe"] })
+      const entry = {
+        output: "",
+        child,
+        exit: new Promise<{ exitCode: number | null; signal: string | null }>((resolve) =>
+          child.on("close", (exitCode, signal) => resolve({ exitCode, signal }))
+        )
+      }
+      child.stdout!.on("data", (d: Buffer) => (entry.output += d.toString()))
+      child.stderr!.on("data", (d: Buffer) => (entry.output += d.toString()))
+      running.set(id, entry)
+      return { terminalId: id }
+    },
+    output: (id: string) => ({ output: running.get(id)!.output, truncated: false }),
+    waitForExit: (id: string) => running.get(id)!.exit,
+    kill: (id: string) => {
+      running.get(id)?.child.kill("SIGTERM")
+      return {}
+    },
+    release: (id: string) => {
+      running.get(id)?.child.kill("SIGKILL")
+      running.delete(id)
+      return {}
+    }
+  }
+}
+
 /** Start `muse acp` and connect to it as an editor would (initialize included). */
-const editor = async (sb: Sandbox, args: ReadonlyArray<string>, cwd: string): Promise<Editor> => {
+const editor = async (
+  sb: Sandbox,
+  args: ReadonlyArray<string>,
+  cwd: string,
+  term?: ReturnType<typeof terminals>
+): Promise<Editor> => {
   const child = spawn(process.execPath, [bin, "acp", ...args], { cwd, env: sb.env, stdio: ["pipe", "pipe", "pipe"] })
   let stderr = ""
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
@@ -35,8 +79,16 @@ const editor = async (sb: Sandbox, args: ReadonlyArray<string>, cwd: string): Pr
     Writable.toWeb(child.stdin!) as WritableStream<Uint8Array>,
     Readable.toWeb(child.stdout!) as ReadableStream<Uint8Array>
   )
-  const connection = acp
-    .client({ name: "test-editor" })
+  let app = acp.client({ name: "test-editor" })
+  if (term) {
+    app = app
+      .onRequest("terminal/create", ({ params }) => term.create(params))
+      .onRequest("terminal/output", ({ params }) => term.output(params.terminalId))
+      .onRequest("terminal/wait_for_exit", ({ params }) => term.waitForExit(params.terminalId))
+      .onRequest("terminal/kill", ({ params }) => term.kill(params.terminalId))
+      .onRequest("terminal/release", ({ params }) => term.release(params.terminalId))
+  }
+  const connection = app
     .onNotification("session/update", ({ params }) => {
       updates.push(params)
     })
@@ -49,7 +101,7 @@ const editor = async (sb: Sandbox, args: ReadonlyArray<string>, cwd: string): Pr
   const init = await connection.agent.request("initialize", {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientInfo: { name: "test-editor", version: "1.0.0" },
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false }
+    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: term !== undefined }
   })
   expect(init.agentCapabilities?.loadSession).toBe(true)
   return Object.assign(self, {
@@ -355,6 +407,54 @@ describe("muse acp", () => {
     } finally {
       await ed.close()
     }
+  })
+
+  it("an editor that offers terminals runs run_shell in one, shown with the tool call", async () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const script = writeScript(sb, "term", {
+      replies: [
+        {
+          when: "tests",
+          steps: [
+            {
+              text: "Running them.",
+              tools: [{ name: "run_shell", params: { command: "echo from the terminal; exit 3" } }]
+            },
+            { text: "They ran." }
+          ]
+        }
+      ]
+    })
+    const term = terminals()
+    const ed = await editor(sb, ["--script", script, "--approval-mode", "auto"], repo, term)
+    let sessionId = ""
+    try {
+      sessionId = (await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })).sessionId
+      const r = await ed.agent.request("session/prompt", {
+        sessionId,
+        prompt: [{ type: "text", text: "run the tests" }]
+      })
+      expect(r.stopReason).toBe("end_turn")
+      expect(term.made).toEqual([
+        { command: "sh", args: ["-c", "echo from the terminal; exit 3"], cwd: fs.realpathSync(repo) }
+      ])
+      const shown = ed.updates.flatMap((u) =>
+        u.update.sessionUpdate === "tool_call_update" ? ((u.update as acp.ToolCallUpdate).content ?? []) : []
+      )
+      expect(shown).toEqual([{ type: "terminal", terminalId: "term-1" }])
+    } finally {
+      await ed.close()
+    }
+    // the model got the result run_shell gives, recorded like any tool result
+    const done = readLog(sb, sessionId).find((e: any) => e.type === "tool.completed")
+    expect(done.data).toMatchObject({
+      tool: "run_shell",
+      isFailure: false,
+      result: { exit_code: 3, output: "from the terminal\n", timed_out: false }
+    })
+    const replay = muse(["replay", sessionId, "--verify"], { sb })
+    expect(replay.code, replay.stderr).toBe(0)
   })
 
   it("session/load of a session that does not exist is an error naming it", async () => {

@@ -9,7 +9,9 @@
  * returns when the session waits for the next input. Approvals are `session/request_permission`;
  * `session/cancel` stops the turn (recorded as interrupted, as Ctrl-C in the terminal) and the
  * session is ready for the next prompt. MCP servers the editor hands over join those of muse's own
- * configuration.
+ * configuration. When the editor offers terminals, `run_shell` runs in one of them (the editor shows
+ * it live with the tool call); the model sees the same tool and result either way, so the log
+ * replays the same. Files are read and written by muse itself, on disk.
  *
  * @example
  * ```json
@@ -21,7 +23,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type * as acp from "@agentclientprotocol/sdk"
-import type { Approvals, Event } from "@musekit/core"
+import { type Approvals, Tools as CoreTools, type Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { CliError, ExitCode } from "./exit.js"
@@ -114,6 +116,8 @@ class Updates {
   private stepStatus = new Map<string, acp.PlanEntryStatus>()
   /** Text of a file a write tool is about to change (live), for the diff shown when it is done. */
   private before = new Map<string, { path: string; text: string | null }>()
+  /** Calls that run in the editor's terminal: the terminal is their content. */
+  readonly inTerminal = new Set<string>()
 
   constructor(
     private readonly root: string,
@@ -202,6 +206,10 @@ class Updates {
       case "tool.completed": {
         const id = this.id(e, d.callId)
         this.announce(e, d.callId, d.tool, d.tool, undefined, undefined)
+        if (this.inTerminal.delete(id) && !d.isFailure) {
+          this.send({ sessionUpdate: "tool_call_update", toolCallId: id, status: "completed" })
+          return
+        }
         let content = resultContent(d)
         const before = this.before.get(id)
         this.before.delete(id)
@@ -294,7 +302,9 @@ class Live {
     readonly id: string,
     readonly prepared: Session.Prepared,
     readonly client: acp.AgentContext,
-    readonly note: (line: string) => void
+    readonly note: (line: string) => void,
+    /** The editor offers terminals: `run_shell` runs in one, shown with the tool call. */
+    readonly terminal: boolean
   ) {
     this.updates = new Updates(prepared.root, (update) => this.send(update))
   }
@@ -376,6 +386,67 @@ class Live {
     if (this.fiber) Effect.runFork(Fiber.interrupt(this.fiber))
   }
 
+  /**
+   * `run_shell` in a terminal of the editor: the same tool for the model (name, parameters, result),
+   * run by the editor, which shows the command and its output live with the tool call.
+   */
+  shellInTerminal(def: CoreTools.Definition): CoreTools.Definition {
+    return {
+      ...def,
+      handler: (params: { readonly command: string; readonly timeout_ms?: number | undefined }, ctx) =>
+        Effect.tryPromise({
+          try: (signal) => this.runInTerminal(params.command, params.timeout_ms, ctx, signal),
+          catch: (e) => new CoreTools.ToolError({ message: `the editor's terminal failed: ${describeError(e)}` })
+        })
+    }
+  }
+
+  private async runInTerminal(
+    command: string,
+    requested: number | undefined,
+    ctx: CoreTools.CallContext,
+    signal: AbortSignal
+  ) {
+    // the limits of the coding tools' run_shell: 120 s by default, at most 10 min
+    const timeoutMs = Math.min(requested ?? 120_000, 600_000)
+    const terminal = await this.client.createTerminal({
+      sessionId: this.id,
+      command: "sh",
+      args: ["-c", command],
+      cwd: ctx.workspace.root,
+      outputByteLimit: 64 * 1024
+    })
+    const toolCallId = ctx.agent === "main" ? ctx.callId : `${ctx.agent}/${ctx.callId}`
+    this.updates.inTerminal.add(toolCallId)
+    this.send({
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      content: [{ type: "terminal", terminalId: terminal.id }]
+    })
+    let timedOut = false
+    const kill = () => void terminal.kill().catch(() => {})
+    const timer = setTimeout(() => {
+      timedOut = true
+      kill()
+    }, timeoutMs)
+    signal.addEventListener("abort", kill)
+    try {
+      const exit = await terminal.waitForExit()
+      const out = await terminal.currentOutput()
+      return {
+        exit_code: exit.exitCode ?? null,
+        output: out.truncated ? `[… earlier output cut]\n${out.output}` : out.output,
+        timed_out: timedOut,
+        ...(exit.signal ? { signal: exit.signal } : {}),
+        ...(timedOut ? { note: `timed out after ${timeoutMs} ms; the command was killed` } : {})
+      }
+    } finally {
+      clearTimeout(timer)
+      signal.removeEventListener("abort", kill)
+      await terminal.release().catch(() => {})
+    }
+  }
+
   /** Run the session until it ends; a cancelled turn is recorded, and the session goes on from its log. */
   run(io: SessionRuntime.Io, mode: "start" | "resume"): Effect.Effect<void> {
     const self = this
@@ -391,7 +462,9 @@ class Live {
         const services: SessionRuntime.Services = {
           languageModel: prepared.languageModel,
           plugins: prepared.plugins.plugins,
-          tools: Tools.make(recorded)
+          tools: Tools.make(recorded).map((d) =>
+            d.name === "run_shell" && self.terminal ? self.shellInTerminal(d) : d
+          )
         }
         const program =
           m === "start"
@@ -442,6 +515,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
     const sdk: Sdk = yield* Effect.promise(() => import("@agentclientprotocol/sdk"))
     const note = (line: string) => void options.stderr.write(`muse acp: ${line}\n`)
     const sessions = new Map<string, Live>()
+    let terminal = false
     const fail = (code: number, message: string) => new sdk.RequestError(code, message)
 
     const start = async (
@@ -464,7 +538,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
         const e = prepared.left
         throw fail(e.code === ExitCode.Usage && /no session/.test(e.message) ? -32002 : -32603, describeError(e))
       }
-      const live = new Live(id, prepared.right, client, note)
+      const live = new Live(id, prepared.right, client, note, terminal)
       for (const w of prepared.right.plugins.warnings) {
         note(w)
         live.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `(${w})\n` } })
@@ -543,7 +617,8 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
 
     const app = sdk
       .agent({ name: "muse" })
-      .onRequest("initialize", () => {
+      .onRequest("initialize", ({ params }) => {
+        terminal = params.clientCapabilities?.terminal === true
         return {
           protocolVersion: sdk.PROTOCOL_VERSION,
           agentCapabilities: {
