@@ -256,6 +256,13 @@ class Updates {
     }
   }
 
+  /** A call asked about that the editor has not seen (a question still open when the session stopped). */
+  pending(toolCallId: string, title: string, kind: acp.ToolKind): void {
+    if (this.announced.has(toolCallId)) return
+    this.announced.add(toolCallId)
+    this.send({ sessionUpdate: "tool_call", toolCallId, title, kind, status: "pending" })
+  }
+
   /** Send `tool_call` for a call the editor has not seen yet; `true` when it was sent now. */
   private announce(
     e: Event.Envelope,
@@ -591,14 +598,17 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
               : []),
             { optionId: "reject", name: "Reject", kind: "reject_once" }
           ]
+      const title = plan
+        ? request.summary.charAt(0).toUpperCase() + request.summary.slice(1)
+        : Render.toolTitle(request.tool, request.summary)
+      const kind: acp.ToolKind = plan ? "think" : kindOf(request.tool, request.effect)
+      if (!plan) live.updates.pending(toolCallId, title, kind)
       const r = await live.client.request("session/request_permission", {
         sessionId: live.id,
         toolCall: {
           toolCallId,
-          title: plan
-            ? request.summary.charAt(0).toUpperCase() + request.summary.slice(1)
-            : Render.toolTitle(request.tool, request.summary),
-          kind: plan ? "think" : kindOf(request.tool, request.effect),
+          title,
+          kind,
           status: "pending",
           ...(request.preview ? { content: [textContent(request.preview)] } : {})
         },
