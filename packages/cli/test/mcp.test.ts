@@ -31,7 +31,34 @@ const script = (sb: Sandbox) =>
     ]
   })
 
+/** The modules `file` loads when it is loaded (its static imports, transitively), in dist/. */
+const staticGraph = (dir: string, file: string, seen = new Set<string>()): Set<string> => {
+  if (seen.has(file)) return seen
+  seen.add(file)
+  const text = fs.readFileSync(path.join(dir, file), "utf8")
+  for (const m of text.matchAll(/^import\s[^;]*?from\s*"\.\/([^"]+)"|^import\s*"\.\/([^"]+)"/gm)) {
+    staticGraph(dir, (m[1] ?? m[2])!, seen)
+  }
+  return seen
+}
+
 describe("muse with MCP servers", () => {
+  it("the MCP and ACP SDKs are not loaded with the CLI: only a session with a server, or muse acp, imports them", () => {
+    const dist = path.join(path.dirname(new URL(import.meta.url).pathname), "..", "dist")
+    const main = fs.readdirSync(dist).find((f) => /^main-[A-Z0-9]+\.js$/.test(f))!
+    const loaded = [...staticGraph(dist, main)]
+    expect(loaded.length).toBeGreaterThan(1)
+    for (const f of loaded) {
+      const text = fs.readFileSync(path.join(dist, f), "utf8")
+      expect(text.includes("StdioClientTransport"), `${f} holds the MCP SDK`).toBe(false)
+      expect(text.includes("AjvJsonSchemaValidator"), `${f} holds the MCP SDK's validator`).toBe(false)
+      expect(text.includes("session/request_permission"), `${f} holds the ACP SDK`).toBe(false)
+    }
+    // and they are in the build, in chunks of their own
+    const all = fs.readdirSync(dist).filter((f) => f.endsWith(".js"))
+    expect(all.some((f) => fs.readFileSync(path.join(dist, f), "utf8").includes("StdioClientTransport"))).toBe(true)
+  })
+
   it("a user's mcp.json in Claude Code's shape: tools called in a session, replay --verify without the server", () => {
     const sb = sandbox()
     userMcp(sb, { everything: { type: "stdio", command: process.execPath, args: [everythingEntry, "stdio"] } })
