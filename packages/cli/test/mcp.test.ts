@@ -99,7 +99,7 @@ describe("muse with MCP servers", () => {
     expect(r.stdout).toContain("The server answered.")
   })
 
-  it("a folder's own .muse/mcp.json does not start in a folder that is not trusted", () => {
+  it("a folder's own .muse/mcp.json starts only in a trusted folder", () => {
     const sb = sandbox()
     const marker = path.join(sb.root, "server-started")
     fs.mkdirSync(path.join(sb.root, ".muse"), { recursive: true })
@@ -114,9 +114,17 @@ describe("muse with MCP servers", () => {
         }
       })
     )
-    const r = muse(["run", "hello", "--script", writeScript(sb, "hi", { steps: [{ text: "hi" }] })], { sb })
+    const hi = writeScript(sb, "hi", { steps: [{ text: "hi" }] })
+    const r = muse(["run", "hello", "--script", hi], { sb })
     expect(r.code, r.stderr).toBe(0)
-    expect(r.stderr).toContain(".muse/mcp.json is not used: a folder's own MCP servers start only in a trusted folder")
+    expect(r.stderr).toMatch(
+      /this folder's own settings are not used \(\.muse\/mcp\.json\): this folder is not trusted/
+    )
     expect(fs.existsSync(marker)).toBe(false)
+    // trusted (here for one run), the folder's server is started
+    const trusted = muse(["run", "hello", "--script", hi, "--trust"], { sb })
+    expect(trusted.code, trusted.stderr).toBe(0)
+    expect(fs.existsSync(marker)).toBe(true)
+    expect(trusted.stderr).toContain('MCP server "repo" could not be started: it exited before it answered')
   })
 })

@@ -26,6 +26,7 @@ import type * as acp from "@agentclientprotocol/sdk"
 import { type Approvals, Tools as CoreTools, type Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
+import { plain } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Mcp from "./mcp.js"
 import * as Render from "./render.js"
@@ -129,7 +130,7 @@ class Updates {
   }
 
   private title(e: Event.Envelope, tool: string, summary: unknown) {
-    const t = Render.toolTitle(tool, summary)
+    const t = Render.toolTitle(tool, summary, plain)
     return e.agent === "main" ? t : `${e.agent}: ${t}`
   }
 
@@ -533,12 +534,15 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
     ): Promise<Live> => {
       const flags: Session.Flags = { ...options.flags, cwd: options.flags.cwd ?? cwd }
       const editorServers = Mcp.fromClient(mcpServers as ReadonlyArray<Mcp.ClientServer>)
+      // no one to ask in the terminal: a folder's own settings take effect when it was trusted
+      // before (`muse trust`) or with --trust, as in a headless run
+      const trust = Session.headlessTrust(flags, options.env)
       const id = resume ?? EventLogFile.newSessionId()
       const prepared = await Effect.runPromise(
         Effect.either(
           resume
-            ? Session.prepareResume(resume, flags, options.env, { mcpServers: editorServers })
-            : Session.prepareNew(flags, options.env, id, "", { mcpServers: editorServers })
+            ? Session.prepareResume(resume, flags, options.env, trust, { mcpServers: editorServers })
+            : Session.prepareNew(flags, options.env, id, "", trust, { mcpServers: editorServers })
         )
       )
       if (prepared._tag === "Left") {
@@ -546,7 +550,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
         throw fail(e.code === ExitCode.Usage && /no session/.test(e.message) ? -32002 : -32603, describeError(e))
       }
       const live = new Live(id, prepared.right, client, note, terminal)
-      for (const w of prepared.right.plugins.warnings) {
+      for (const w of [...prepared.right.notices, ...prepared.right.plugins.warnings]) {
         note(w)
         live.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `(${w})\n` } })
       }
@@ -600,7 +604,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
           ]
       const title = plan
         ? request.summary.charAt(0).toUpperCase() + request.summary.slice(1)
-        : Render.toolTitle(request.tool, request.summary)
+        : Render.toolTitle(request.tool, request.summary, plain)
       const kind: acp.ToolKind = plan ? "think" : kindOf(request.tool, request.effect)
       if (!plan) live.updates.pending(toolCallId, title, kind)
       const r = await live.client.request("session/request_permission", {
