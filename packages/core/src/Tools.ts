@@ -100,15 +100,19 @@ export const reservedNames: ReadonlySet<string> = new Set([
   "text_editor"
 ])
 
+const checkName = (name: string) => {
+  if (reservedNames.has(name)) {
+    throw new Error(`tool name "${name}" is reserved by a model provider; choose another name`)
+  }
+  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(name)) {
+    throw new Error(`tool name "${name}" must match [a-zA-Z0-9_-]{1,64}`)
+  }
+}
+
 export const make = <const F extends Schema.Struct.Fields, S>(
   options: MakeOptions<F, S>
 ): Definition<Schema.Struct.Type<F>, S> => {
-  if (reservedNames.has(options.name)) {
-    throw new Error(`tool name "${options.name}" is reserved by a model provider; choose another name`)
-  }
-  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(options.name)) {
-    throw new Error(`tool name "${options.name}" must match [a-zA-Z0-9_-]{1,64}`)
-  }
+  checkName(options.name)
   const parametersSchema = Schema.Struct(options.parameters)
   const jsonSchema = Tool.getJsonSchemaFromSchemaAst(parametersSchema.ast)
   return {
@@ -123,6 +127,66 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     paths: options.paths ?? (() => []),
     command: options.command,
     preview: options.preview,
+    internal: options.internal ?? false
+  }
+}
+
+/** Arguments of a tool described by a JSON schema: an object of any members. */
+export type JsonArguments = { readonly [key: string]: unknown }
+
+export interface FromJsonSchemaOptions<S>
+  extends Omit<MakeOptions<{}, S>, "parameters" | "handler" | "summarize" | "paths" | "preview" | "command"> {
+  /** The parameters as a JSON schema (of an object), shown to the model as it is. */
+  readonly jsonSchema: object
+  /**
+   * Checks arguments against `jsonSchema` (with a JSON Schema validator of the caller's choice):
+   * `undefined` when they fit, else what is wrong, for the model to read.
+   */
+  readonly validate: (params: JsonArguments) => string | undefined
+  readonly handler: (params: JsonArguments, ctx: CallContext) => Effect.Effect<S, ToolError>
+  readonly summarize?: ((params: JsonArguments) => string) | undefined
+  readonly paths?: ((params: JsonArguments) => ReadonlyArray<string>) | undefined
+  readonly preview?: ((params: JsonArguments, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  readonly command?: ((params: JsonArguments) => string) | undefined
+}
+
+/**
+ * A tool whose parameters come as a JSON schema rather than an `effect/Schema` (tools of an MCP
+ * server, say). The agent loop checks a call's arguments with `validate` before approvals, like
+ * any tool's, and a failed check goes back to the model as the reason.
+ *
+ * @example
+ * ```ts
+ * const Sum = Tools.fromJsonSchema({
+ *   name: "sum",
+ *   description: "Add two numbers",
+ *   jsonSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] },
+ *   validate: (p) => (typeof p.a === "number" && typeof p.b === "number" ? undefined : "a and b must be numbers"),
+ *   effect: "read",
+ *   handler: (p) => Effect.succeed((p.a as number) + (p.b as number))
+ * })
+ * ```
+ */
+export const fromJsonSchema = <S>(options: FromJsonSchemaOptions<S>): Definition<JsonArguments, S> => {
+  checkName(options.name)
+  const parametersSchema = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
+    Schema.filter((params) => options.validate(params) ?? true, {
+      identifier: "arguments",
+      description: `the arguments of ${options.name}`
+    })
+  )
+  return {
+    name: options.name,
+    description: options.description,
+    parametersSchema: parametersSchema as any,
+    jsonSchema: options.jsonSchema,
+    effect: options.effect,
+    idempotent: options.idempotent ?? options.effect === "read",
+    handler: options.handler,
+    summarize: options.summarize ?? ((p) => `${options.name} ${JSON.stringify(p)}`),
+    paths: options.paths ?? (() => []),
+    preview: options.preview,
+    command: options.command,
     internal: options.internal ?? false
   }
 }

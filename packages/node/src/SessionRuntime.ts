@@ -65,7 +65,13 @@ export const Config = Schema.Struct({
    * file, the model table or the model's server), so a replay or a resume budgets the context the
    * same way without asking anyone (absent in sessions that did not say).
    */
-  contextWindow: Schema.optional(Schema.Number)
+  contextWindow: Schema.optional(Schema.Number),
+  /**
+   * What plugins found in the world when the session started, by plugin name (the tools each MCP
+   * server offered, say): a replay or a resume builds those plugins from this record instead of
+   * asking the world again, so the session sees the same tools.
+   */
+  discovered: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type Config = typeof Config.Type
 
@@ -134,6 +140,8 @@ export const config = (options: {
   readonly plugins?: ReadonlyArray<string> | undefined
   /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
   readonly contextWindow?: number | undefined
+  /** What plugins found when the session started (recorded; see `Config.discovered`). */
+  readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -148,7 +156,8 @@ export const config = (options: {
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
   ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
-  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {})
+  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
+  ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */
