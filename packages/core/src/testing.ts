@@ -205,6 +205,8 @@ export interface AgentTestOptions {
   readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
   readonly log?: Layer.Layer<EventLog.EventLog> | undefined
   readonly modelName?: string | undefined
+  /** The model's context window: tool results are sized to a tenth of it (default: unknown, sent whole). */
+  readonly contextWindow?: number | undefined
 }
 
 /**
@@ -215,7 +217,9 @@ export interface AgentTestOptions {
 export const layerAgentServices = (options: AgentTestOptions = {}) => {
   const lm = options.languageModel ?? scriptedModel(options.script ?? []).layer
   return Layer.mergeAll(
-    Model.layer(options.modelName ?? "scripted/test").pipe(Layer.provide(lm)),
+    Model.layer(options.modelName ?? "scripted/test", { contextWindow: options.contextWindow }).pipe(
+      Layer.provide(lm)
+    ),
     Tools.layer(options.tools ?? []),
     Approvals.layer(options.approvals ?? { mode: "auto" }),
     options.prompter ?? autoPrompter().layer,

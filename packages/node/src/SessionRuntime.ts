@@ -58,7 +58,12 @@ export const Config = Schema.Struct({
    * Names of the plugins the session runs with, so a replay or a resume can put the same set
    * together (absent in sessions that did not say).
    */
-  plugins: Schema.optional(Schema.Array(Schema.String))
+  plugins: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * The model's context window in tokens: each tool result shows the model at most a tenth of it
+   * (`Tools.resultBudget`). Absent in sessions that did not say: results reach the model whole.
+   */
+  contextWindow: Schema.optional(Schema.Number)
 })
 export type Config = typeof Config.Type
 
@@ -125,6 +130,8 @@ export const config = (options: {
   readonly title?: string | undefined
   /** Names of the plugins the session runs with (recorded; see `Config.plugins`). */
   readonly plugins?: ReadonlyArray<string> | undefined
+  /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
+  readonly contextWindow?: number | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -138,7 +145,8 @@ export const config = (options: {
     ...(options.budget?.tokens !== undefined ? { tokens: options.budget.tokens } : {}),
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
-  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {})
+  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
+  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */
@@ -349,7 +357,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
   const workspace = WorkspaceNode.layer(cfg.root)
-  const model = Model.layer(cfg.model).pipe(Layer.provide(services.languageModel))
+  const model = Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel))
   const tools = services.tools ?? CodingTools.make(services.toolOptions)
   const plugins = Plugin.layer(services.plugins ?? [])
   return Layer.mergeAll(
@@ -597,7 +605,7 @@ export const replay = (options: {
 /** Services for replay: like `layer`, but the workspace is never touched (a lexical one at the recorded root). */
 const replayLayer = (cfg: Config, io: Io, services: Services) =>
   Layer.mergeAll(
-    Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
+    Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel)),
     Layer.succeed(Approvals.Prompter, io.prompter),
     Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules }),
     Workspace.layerLexical(cfg.root),

@@ -57,9 +57,9 @@ describe("CodingTools: list_files", () => {
         files: [
           ".gitignore",
           ".hidden/x.ts",
+          "a/b.txt",
           "a-c.txt",
           "a.txt",
-          "a/b.txt",
           "bin.dat",
           "crlf.txt",
           "keep.log",
@@ -69,7 +69,6 @@ describe("CodingTools: list_files", () => {
           "src/nested/.gitignore",
           "src/nested/c.ts"
         ],
-        total: 13,
         truncated: false
       })
       expect((yield* t.call("list_files", { path: "src" })).files).toEqual([
@@ -96,7 +95,7 @@ describe("CodingTools: list_files", () => {
       ])
       expect((yield* t.call("list_files", { pattern: "*.{log,js}" })).files).toEqual(["keep.log", "src/b.js"])
       const none = yield* t.call("list_files", { pattern: "*.rs" })
-      expect(none).toEqual({ files: [], total: 0, truncated: false, note: "no files match *.rs" })
+      expect(none).toEqual({ files: [], truncated: false, note: "no files match *.rs" })
     })
   )
 
@@ -105,10 +104,9 @@ describe("CodingTools: list_files", () => {
       const t = yield* harness(fixture())
       const capped = yield* t.call("list_files", { limit: 3 })
       expect(capped).toEqual({
-        files: [".gitignore", ".hidden/x.ts", "a-c.txt"],
-        total: 13,
+        files: [".gitignore", ".hidden/x.ts", "a/b.txt"],
         truncated: true,
-        note: "showing the first 3 of 13 files; narrow the listing with path or pattern"
+        note: "showing the first 3 files in path order; more exist: narrow the listing with path or pattern"
       })
       const small = yield* harness(fixture(), { listLimit: 2 })
       expect((yield* small.call("list_files", {})).files).toHaveLength(2)
@@ -185,7 +183,10 @@ describe("CodingTools: grep", () => {
       }
       const capped = yield* rg.call("grep", { pattern: "needle", limit: 3 })
       expect(capped.truncated).toBe(true)
-      expect(capped.note).toBe("showing the first 3 matches; more exist: narrow the pattern, path or glob")
+      expect(capped).toMatchObject({ total: 11, files: 10 })
+      expect(capped.note).toBe(
+        "11 matching lines in 10 files; showing the first 3; narrow it with path, glob or a more specific pattern"
+      )
       expect((yield* rg.call("grep", { pattern: "absent-text" })).note).toBe("no matches")
       expect((yield* js.call("grep", { pattern: "needle", path: "build" })).note).toBe(
         "build is ignored by .gitignore; searched anyway"

@@ -11,6 +11,7 @@ import { Effect, Either, type Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Model from "./model.js"
+import * as ModelInfo from "./modelInfo.js"
 import * as Plugins from "./plugins.js"
 
 export interface Flags {
@@ -104,6 +105,7 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       title,
       plugins: plugins.names,
       model: choice.spec,
+      contextWindow: ModelInfo.contextWindow(choice.spec),
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
       instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),

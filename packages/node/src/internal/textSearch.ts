@@ -1,19 +1,27 @@
 /**
- * Regex search over a workspace with ripgrep (`rg --json`) when it is installed and a JS walk
- * otherwise. Both honour `.gitignore` (see `gitignoreWalk`), skip `.git`, binary files (NUL bytes)
- * and symlinks met while walking, list matches in the same order and format (`path:line: text`)
- * and stop after `limit` matches.
+ * Regex search over a workspace with ripgrep when it is available and a JS engine otherwise. Both
+ * honour the ignore files (see `gitignoreWalk`), skip `.git`, binary files (a NUL byte) and
+ * symlinks met while walking, count every matching line, and return the first `limit` of them in
+ * path order as `path:line: text` — the same answer from either engine.
+ *
+ * ripgrep runs twice, with all its threads: once to count the matching lines of every file
+ * (`--count`, a few bytes per file whatever the number of matches), then only over the first files
+ * in path order, as many as the answer needs, for the lines themselves. The JS engine reads many
+ * files at once, skips a file on a literal or whole-file test before splitting it into lines, and
+ * keeps lines only for the files that can still be among the first.
  *
  * @example
  * ```ts
- * const r = await search({ root, startRel: "src", pattern: "TODO", ignoreCase: false, limit: 100, engine: "auto" })
+ * const r = await search({ root, startRel: "src", pattern: "TODO", ignoreCase: false, limit: 100, engine: "js" })
  * r.matches // ["src/a.ts:3: // TODO: tidy"]
+ * r.total   // matching lines in all (2631), in r.files files (412)
  * ```
  */
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { globMatcher, IgnoreFilter, walk } from "./gitignoreWalk.js"
+import { comparePaths, IgnoreFilter, walkAll } from "./gitignoreWalk.js"
+import { type GlobPlan, planGlob, walkableDir } from "./pathGlob.js"
+import { RipgrepMissing, runRipgrep } from "./ripgrep.js"
 
 export interface SearchOptions {
   readonly root: string
@@ -24,16 +32,22 @@ export interface SearchOptions {
   readonly ignoreCase: boolean
   readonly limit: number
   readonly engine: "ripgrep" | "js"
+  /** The ripgrep binary (required for the ripgrep engine). */
   readonly ripgrepPath?: string | undefined
   /** Stops the search (and kills ripgrep) when aborted. */
   readonly signal?: AbortSignal | undefined
 }
 
 export interface SearchResult {
+  /** The first `limit` matching lines in path order. */
   readonly matches: ReadonlyArray<string>
-  /** More matches exist than `limit`. */
+  /** Matching lines in all. */
+  readonly total: number
+  /** Files with a matching line. */
+  readonly files: number
+  /** More matching lines exist than are in `matches`. */
   readonly truncated: boolean
-  /** The start path is ignored by `.gitignore`; it was searched anyway. */
+  /** The start path is ignored by an ignore file; it was searched anyway. */
   readonly startIgnored: boolean
 }
 
@@ -50,36 +64,110 @@ const formatMatch = (rel: string, line: number, text: string) => {
   return `${rel}:${line}: ${t}`
 }
 
-/** Find an executable on PATH. */
-export const findOnPath = (name: string, env: NodeJS.ProcessEnv = process.env): string | undefined => {
-  for (const dir of (env.PATH ?? "").split(path.delimiter)) {
-    if (dir === "") continue
-    const candidate = path.join(dir, name)
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK)
-      if (fs.statSync(candidate).isFile()) return candidate
-    } catch {}
-  }
-  return undefined
+interface Prepared {
+  readonly isDir: boolean
+  /** The directory (or file) to search; `undefined` when the glob's directory does not exist. */
+  readonly target: string | undefined
+  readonly filter: IgnoreFilter
+  readonly startIgnored: boolean
+  readonly plan: GlobPlan
 }
 
-const prepare = async (options: SearchOptions) => {
-  const startAbs = path.join(options.root, options.startRel)
-  const stat = await fs.promises.stat(startAbs)
+const prepare = async (options: SearchOptions): Promise<Prepared> => {
+  const start = options.startRel === "." ? "" : options.startRel
+  const stat = await fs.promises.stat(path.join(options.root, start))
   const isDir = stat.isDirectory()
-  const filter = await IgnoreFilter.load(options.root, isDir ? options.startRel : path.posix.dirname(options.startRel))
-  const startIgnored = options.startRel !== "" && filter.ignores(options.startRel, isDir)
-  const matchGlob = options.glob ? globMatcher(options.glob.replace(/^\.\//, "")) : undefined
-  const globOk = (rel: string) => {
-    if (!matchGlob) return true
-    if (!isDir) return matchGlob(path.posix.basename(rel))
-    return matchGlob(options.startRel === "" ? rel : rel.slice(options.startRel.length + 1))
+  if (!isDir) {
+    const filter = await IgnoreFilter.load(options.root, path.posix.dirname(start).replace(/^\.$/, ""))
+    const startIgnored = filter.ignoresPath(start, false)
+    // a file named explicitly: a glob is relative to its directory
+    const plan = planGlob(path.posix.dirname(start).replace(/^\.$/, ""), options.glob)
+    return { isDir, target: start, filter: filter.disabled(), startIgnored, plan }
   }
-  return { isDir, filter: startIgnored ? filter.disabled() : filter, startIgnored, globOk }
+  const plan = planGlob(start, options.glob)
+  const target = await walkableDir(options.root, start, plan)
+  const filter = await IgnoreFilter.load(options.root, target ?? start)
+  const startIgnored = start !== "" && filter.ignoresPath(start, true)
+  return { isDir, target, filter: startIgnored ? filter.disabled() : filter, startIgnored, plan }
 }
 
-const compileRegex = (pattern: string, ignoreCase: boolean): RegExp => {
-  const flags = ignoreCase ? "i" : ""
+/** Counts per file and the lines of the files that come first. */
+class Collector {
+  private readonly counts = new Map<string, number>()
+  private readonly kept = new Map<string, Array<string>>()
+  private keptLines = 0
+  /** Files after this path cannot be among the first `limit` lines. */
+  private ceiling: string | undefined
+
+  constructor(private readonly limit: number) {}
+
+  /** Whether lines of `rel` are still wanted. */
+  wants(rel: string): boolean {
+    return this.ceiling === undefined || comparePaths(rel, this.ceiling) <= 0
+  }
+
+  add(rel: string, count: number, lines?: Array<string>): void {
+    if (count === 0) return
+    this.counts.set(rel, count)
+    if (!lines || !this.wants(rel)) return
+    this.kept.set(rel, lines)
+    this.keptLines += lines.length
+    if (this.keptLines > 4 * this.limit + 64) this.prune()
+  }
+
+  private prune(): void {
+    const paths = [...this.kept.keys()].sort(comparePaths)
+    let n = 0
+    let i = 0
+    while (i < paths.length && n < this.limit) n += this.counts.get(paths[i++]!)!
+    this.ceiling = paths[i - 1]
+    for (const p of paths.slice(i)) {
+      this.keptLines -= this.kept.get(p)!.length
+      this.kept.delete(p)
+    }
+  }
+
+  /** The files whose lines the answer shows, in path order (those with matches, first ones first). */
+  firstFiles(): Array<string> {
+    const paths = [...this.counts.keys()].sort(comparePaths)
+    const out: Array<string> = []
+    let n = 0
+    for (const p of paths) {
+      if (n >= this.limit) break
+      out.push(p)
+      n += this.counts.get(p)!
+    }
+    return out
+  }
+
+  forget(rel: string): void {
+    this.counts.delete(rel)
+    this.kept.delete(rel)
+  }
+
+  linesOf(rel: string): Array<string> | undefined {
+    return this.kept.get(rel)
+  }
+
+  result(lines: (rel: string) => ReadonlyArray<string>, startIgnored: boolean): SearchResult {
+    const matches: Array<string> = []
+    for (const p of this.firstFiles()) {
+      for (const l of lines(p)) {
+        if (matches.length >= this.limit) break
+        matches.push(l)
+      }
+    }
+    let total = 0
+    for (const c of this.counts.values()) total += c
+    return { matches, total, files: this.counts.size, truncated: total > matches.length, startIgnored }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JS engine
+// ---------------------------------------------------------------------------------------------
+
+const compileRegex = (pattern: string, flags: string): RegExp => {
   try {
     return new RegExp(pattern, `${flags}u`)
   } catch {
@@ -91,141 +179,211 @@ const compileRegex = (pattern: string, ignoreCase: boolean): RegExp => {
   }
 }
 
+/** Larger files are not searched by the JS engine. */
 const MAX_JS_FILE_BYTES = 64 * 1024 * 1024
 
-const searchJs = async (options: SearchOptions): Promise<SearchResult> => {
-  const re = compileRegex(options.pattern, options.ignoreCase)
-  const { isDir, filter, startIgnored, globOk } = await prepare(options)
-  const matches: Array<string> = []
-  let truncated = false
-  const searchFile = async (rel: string, abs: string): Promise<boolean> => {
-    if (options.signal?.aborted) return false
-    if (!globOk(rel)) return true
-    let buf: Buffer
-    try {
-      if ((await fs.promises.stat(abs)).size > MAX_JS_FILE_BYTES) return true
-      buf = await fs.promises.readFile(abs)
-    } catch {
-      return true
-    }
-    if (buf.includes(0)) return true
-    const lines = buf.toString("utf8").split("\n")
-    if (lines[lines.length - 1] === "") lines.pop()
-    for (let i = 0; i < lines.length; i++) {
-      if (re.test(lines[i]!)) {
-        if (matches.length >= options.limit) {
-          truncated = true
-          return false
-        }
-        matches.push(formatMatch(rel, i + 1, lines[i]!))
+/** Read a whole file into `scratch` (grown as needed); `undefined` if it cannot be read or is too big. */
+const readInto = (
+  abs: string,
+  scratch: { buf: Buffer }
+): Promise<{ readonly bytes: Buffer; readonly size: number } | undefined> =>
+  new Promise((resolve) => {
+    fs.open(abs, "r", (err, fd) => {
+      if (err) return resolve(undefined)
+      let n = 0
+      const done = (value: { bytes: Buffer; size: number } | undefined) => fs.close(fd, () => resolve(value))
+      const more = () =>
+        fs.read(fd, scratch.buf, n, scratch.buf.length - n, null, (e, got) => {
+          if (e) return done(undefined)
+          n += got
+          if (got > 0 && n === scratch.buf.length) {
+            if (n >= MAX_JS_FILE_BYTES) return done(undefined)
+            const bigger = Buffer.allocUnsafe(Math.min(n * 2, MAX_JS_FILE_BYTES + 1))
+            scratch.buf.copy(bigger, 0, 0, n)
+            scratch.buf = bigger
+            return more()
+          }
+          done({ bytes: scratch.buf, size: n })
+        })
+      more()
+    })
+  })
+
+/** A pattern with no regex syntax: found with a byte search. */
+const literalOf = (pattern: string, ignoreCase: boolean): Buffer | undefined =>
+  !ignoreCase && pattern !== "" && !/[\\^$.|?*+()[\]{}]/.test(pattern) ? Buffer.from(pattern) : undefined
+
+const searchJs = async (options: SearchOptions, prep: Prepared): Promise<SearchResult> => {
+  const line = compileRegex(options.pattern, options.ignoreCase ? "i" : "")
+  const whole = compileRegex(options.pattern, options.ignoreCase ? "im" : "m")
+  const literal = literalOf(options.pattern, options.ignoreCase)
+  const collector = new Collector(options.limit)
+  const searchFile = (rel: string, bytes: Buffer) => {
+    if (bytes.includes(0) || (literal && !bytes.includes(literal))) return
+    const text = bytes.toString("utf8")
+    if (!literal && !whole.test(text)) return
+    const keep = collector.wants(rel)
+    const lines: Array<string> = []
+    let count = 0
+    let at = 0
+    let lineNo = 0
+    while (at < text.length) {
+      let end = text.indexOf("\n", at)
+      if (end === -1) end = text.length
+      lineNo++
+      const l = text.slice(at, end)
+      if (line.test(l)) {
+        count++
+        if (keep && lines.length < options.limit) lines.push(formatMatch(rel, lineNo, l))
       }
+      at = end + 1
     }
-    return true
+    collector.add(rel, count, keep ? lines : undefined)
   }
-  if (!isDir) await searchFile(options.startRel, path.join(options.root, options.startRel))
-  else
-    await walk(options.root, options.startRel, filter, (entry) =>
-      entry.kind === "file" ? searchFile(entry.rel, entry.abs) : true
-    )
-  return { matches, truncated, startIgnored }
+  if (prep.target !== undefined) {
+    if (!prep.isDir) {
+      if (prep.plan.test(prep.target)) {
+        const r = await readInto(path.join(options.root, prep.target), { buf: Buffer.allocUnsafe(64 * 1024) })
+        if (r) searchFile(prep.target, r.bytes.subarray(0, r.size))
+      }
+    } else {
+      // the walk feeds a queue that several readers drain while it goes on
+      const queue: Array<{ rel: string; abs: string }> = []
+      const idle: Array<() => void> = []
+      let walking = true
+      const walk = walkAll(options.root, prep.target, prep.filter, (e) => {
+        if (e.kind !== "file" || !prep.plan.test(e.rel)) return
+        queue.push({ rel: e.rel, abs: e.abs })
+        idle.pop()?.()
+      }).finally(() => {
+        walking = false
+        for (const wake of idle.splice(0)) wake()
+      })
+      const reader = async () => {
+        const scratch = { buf: Buffer.allocUnsafe(256 * 1024) }
+        while (!options.signal?.aborted) {
+          const next = queue.pop()
+          if (next) {
+            const r = await readInto(next.abs, scratch)
+            if (r) searchFile(next.rel, r.bytes.subarray(0, r.size))
+          } else if (walking) await new Promise<void>((resolve) => idle.push(resolve))
+          else return
+        }
+      }
+      await Promise.all([walk, ...Array.from({ length: 24 }, reader)])
+    }
+  }
+  if (options.signal?.aborted) throw Object.assign(new Error("aborted"), { name: "AbortError" })
+  return collector.result((p) => collector.linesOf(p) ?? [], prep.startIgnored)
 }
+
+// ---------------------------------------------------------------------------------------------
+// ripgrep engine
+// ---------------------------------------------------------------------------------------------
 
 type RgText = { readonly text?: string; readonly bytes?: string }
 const rgText = (t: RgText | undefined) =>
   t === undefined ? "" : t.text !== undefined ? t.text : Buffer.from(t.bytes ?? "", "base64").toString("utf8")
 
-const searchRipgrep = async (options: SearchOptions): Promise<SearchResult> => {
-  const rg = options.ripgrepPath ?? findOnPath("rg")
+const rgRel = (p: string) => (p.startsWith("./") ? p.slice(2) : p)
+
+const failure = (stderr: string) => {
+  const msg = stderr.trim().split("\n").slice(0, 12).join("\n")
+  return new SearchFailed(
+    /regex parse error|error parsing regex|PCRE2/.test(msg) ? `invalid regex: ${msg}` : msg || "ripgrep failed"
+  )
+}
+
+/** Arguments are passed in chunks of at most this many bytes (well below the system's limit). */
+const MAX_ARG_BYTES = 96 * 1024
+
+const searchRipgrep = async (options: SearchOptions, prep: Prepared): Promise<SearchResult> => {
+  const rg = options.ripgrepPath
   if (!rg) throw new SearchFailed("ripgrep (rg) is not installed or not on PATH")
-  const { globOk, startIgnored } = await prepare(options)
-  const args = [
-    "--json",
+  const collector = new Collector(options.limit)
+  if (prep.target === undefined) return collector.result(() => [], prep.startIgnored)
+  const regex = ["--engine", "auto", ...(options.ignoreCase ? ["--ignore-case"] : []), "--regexp", options.pattern]
+  const run = (args: ReadonlyArray<string>) =>
+    runRipgrep(rg, args, { cwd: options.root, signal: options.signal }).catch((e) => {
+      throw e instanceof RipgrepMissing ? new SearchFailed(e.message) : e
+    })
+  // 1. how many lines match in each file: every thread, a few bytes of output per file
+  const counted = await run([
     "--no-config",
     "--hidden",
     "--no-require-git",
     "--no-ignore-parent",
     "--no-ignore-global",
-    "--no-ignore-exclude",
-    "--no-ignore-dot",
-    "--sort",
-    "path",
     "--glob",
     "!.git",
-    ...(options.ignoreCase ? ["--ignore-case"] : []),
-    ...(startIgnored ? ["--no-ignore-vcs"] : []),
-    "--regexp",
-    options.pattern,
+    ...(prep.startIgnored ? ["--no-ignore"] : []),
+    ...(prep.isDir ? prep.plan.rgArgs : []),
+    "--count",
+    "--with-filename",
+    "--null",
+    ...regex,
     "--",
-    options.startRel === "" ? "." : options.startRel
-  ]
-  return new Promise<SearchResult>((resolve, reject) => {
-    const child = spawn(rg, args, {
-      cwd: options.root,
-      stdio: ["ignore", "pipe", "pipe"],
-      killSignal: "SIGKILL",
-      ...(options.signal ? { signal: options.signal } : {})
-    })
-    const matches: Array<string> = []
-    let truncated = false
-    let done = false
-    let stderr = ""
-    let carry = ""
-    let pending: Array<string> = []
-    let sawFile = false
-    const onLine = (line: string) => {
-      if (done || line === "") return
-      let msg: { type: string; data: any }
-      try {
-        msg = JSON.parse(line)
-      } catch {
-        return
+    prep.target === "" ? "." : prep.target
+  ])
+  const out = counted.stdout
+  if (counted.code === 2 && out.length === 0) throw failure(counted.stderr)
+  // rg starts below the ignore files of the directories above the target: apply those here
+  const checkAncestors = prep.isDir && !prep.filter.empty && prep.target !== ""
+  for (let at = 0; at < out.length; ) {
+    const nul = out.indexOf(0, at)
+    if (nul === -1) break
+    let nl = out.indexOf(10, nul)
+    if (nl === -1) nl = out.length
+    const rel = rgRel(out.subarray(at, nul).toString("utf8"))
+    const count = Number(out.subarray(nul + 1, nl).toString("latin1"))
+    at = nl + 1
+    if (prep.isDir && !prep.plan.rgExact && !prep.plan.test(rel)) continue
+    if (!prep.isDir && !prep.plan.test(rel)) continue
+    if (checkAncestors && prep.filter.ignoresPath(rel, false)) continue
+    collector.add(rel, count)
+  }
+  // 2. the lines of the first files, as many as the answer shows (again if some turn out binary)
+  const lines = new Map<string, Array<string>>()
+  for (let need = collector.firstFiles(); need.length > 0; need = collector.firstFiles().filter((p) => !lines.has(p))) {
+    while (need.length > 0) {
+      const chunk: Array<string> = []
+      let bytes = 0
+      while (need.length > 0 && (chunk.length === 0 || bytes + need[0]!.length < MAX_ARG_BYTES)) {
+        bytes += need[0]!.length + 1
+        chunk.push(need.shift()!)
       }
-      if (msg.type === "begin") {
-        sawFile = true
-        pending = []
-      } else if (msg.type === "match") {
-        const rel = rgText(msg.data.path).replace(/^\.\//, "")
-        // one more than needed is enough to know the list is cut
-        if (pending.length <= options.limit - matches.length && globOk(rel))
-          pending.push(formatMatch(rel, msg.data.line_number, rgText(msg.data.lines)))
-      } else if (msg.type === "end") {
-        // matches of a file found to be binary are dropped, as the JS search skips such files
-        if (msg.data.binary_offset != null) pending = []
-        for (const m of pending) {
-          if (matches.length >= options.limit) {
-            truncated = true
-            done = true
-            child.kill("SIGKILL")
-            return
-          }
-          matches.push(m)
+      // --no-mmap: binary files are noticed wherever their NUL byte is
+      const shown = await run(["--no-config", "--json", "--no-mmap", ...regex, "--", ...chunk])
+      if (shown.code === 2 && shown.stdout.length === 0 && !/No such file|os error/.test(shown.stderr))
+        throw failure(shown.stderr)
+      let pending: Array<string> = []
+      for (const l of shown.stdout.toString("utf8").split("\n")) {
+        if (l === "") continue
+        let msg: { type: string; data: any }
+        try {
+          msg = JSON.parse(l)
+        } catch {
+          continue
         }
-        pending = []
+        if (msg.type === "begin") pending = []
+        else if (msg.type === "match" && pending.length < options.limit)
+          pending.push(formatMatch(rgRel(rgText(msg.data.path)), msg.data.line_number, rgText(msg.data.lines)))
+        else if (msg.type === "end") {
+          const rel = rgRel(rgText(msg.data.path))
+          // a binary file (a NUL byte): left out, as the JS engine does
+          if (msg.data.binary_offset != null) collector.forget(rel)
+          else lines.set(rel, pending)
+          pending = []
+        }
       }
+      // a file that vanished or turned binary since it was counted is left out
+      for (const p of chunk) if (!lines.has(p)) collector.forget(p)
     }
-    child.stdout.setEncoding("utf8")
-    child.stdout.on("data", (chunk: string) => {
-      const parts = (carry + chunk).split("\n")
-      carry = parts.pop()!
-      for (const p of parts) onLine(p)
-    })
-    child.stderr.setEncoding("utf8")
-    child.stderr.on("data", (chunk: string) => {
-      if (stderr.length < 8192) stderr += chunk
-    })
-    child.on("error", (e) =>
-      reject(e.name === "AbortError" ? e : new SearchFailed(`could not run ripgrep (${rg}): ${e.message}`))
-    )
-    child.on("close", (code) => {
-      onLine(carry)
-      if (!done && code === 2 && !sawFile) {
-        const msg = stderr.trim().split("\n").slice(0, 12).join("\n")
-        return reject(new SearchFailed(msg.startsWith("regex parse error") ? `invalid regex: ${msg}` : msg))
-      }
-      resolve({ matches, truncated, startIgnored })
-    })
-  })
+  }
+  return collector.result((p) => lines.get(p) ?? [], prep.startIgnored)
 }
 
-export const search = (options: SearchOptions): Promise<SearchResult> =>
-  options.engine === "ripgrep" ? searchRipgrep(options) : searchJs(options)
+export const search = async (options: SearchOptions): Promise<SearchResult> => {
+  const prep = await prepare(options)
+  return options.engine === "ripgrep" ? searchRipgrep(options, prep) : searchJs(options, prep)
+}
