@@ -204,9 +204,10 @@ export interface Budget {
 
 /**
  * Bytes counted per token when a budget in tokens is checked against a result's JSON. Source code
- * and prose take 3.5 to 4.5 bytes per token with current tokenizers; 3 leaves room for denser text.
+ * and prose take 3 to 4.5 bytes per token with current tokenizers (paths full of digits less);
+ * 2.5 leaves room for denser text.
  */
-export const BYTES_PER_TOKEN = 3
+export const BYTES_PER_TOKEN = 2.5
 
 /** A budget of `tokens` tokens. */
 export const budgetOf = (tokens: number): Budget => ({ tokens, bytes: tokens * BYTES_PER_TOKEN })

@@ -59,6 +59,11 @@ export interface Options {
   readonly grepEngine?: "auto" | "ripgrep" | "js" | undefined
   /** The ripgrep binary (default: the bundled one, else `rg` found on PATH). */
   readonly ripgrepPath?: string | undefined
+  /**
+   * How long `grep` goes on counting once it has more matches than it shows (default 300 ms); past
+   * it, a pattern found all over a large tree is reported with lower-bound totals.
+   */
+  readonly grepCountMs?: number | undefined
   /** Default and largest `run_shell` timeout (default 120 s / 10 min). */
   readonly shellTimeoutMs?: number | undefined
   readonly shellMaxTimeoutMs?: number | undefined
@@ -108,6 +113,8 @@ export interface GrepResult {
   /** Matching lines in all, and the files they are in. */
   readonly total: number
   readonly files: number
+  /** `false` when counting stopped early (a pattern found all over a large tree): the totals are lower bounds. */
+  readonly counted_all?: false
   readonly truncated: boolean
   readonly note?: string
 }
@@ -648,6 +655,11 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
 
 const narrowGrep = "narrow it with path, glob or a more specific pattern"
 
+const totals = (total: number, files: number, complete: boolean) =>
+  complete
+    ? `${Tools.formatCount(total)} matching lines in ${Tools.formatCount(files)} files`
+    : `at least ${Tools.formatCount(total)} matching lines in at least ${Tools.formatCount(files)} files (counting stopped early)`
+
 export const grep = (options: Options = {}): Tools.Definition => {
   const { def, max } = limits(options.grepLimit, options.grepMaxLimit, defaults.grepLimit, defaults.grepMaxLimit)
   const engineSetting = options.grepEngine ?? "auto"
@@ -692,7 +704,8 @@ export const grep = (options: Options = {}): Tools.Definition => {
               ignoreCase: ignore_case ?? false,
               limit: cap,
               engine: picked.engine,
-              ripgrepPath: picked.rg
+              ripgrepPath: picked.rg,
+              countMs: options.grepCountMs
             })
           },
           catch: (e) =>
@@ -701,13 +714,15 @@ export const grep = (options: Options = {}): Tools.Definition => {
         const notes: Array<string> = []
         if (r.startIgnored) notes.push(`${rel} is ignored by .gitignore; searched anyway`)
         if (r.truncated)
-          notes.push(
-            `${Tools.formatCount(r.total)} matching lines in ${Tools.formatCount(r.files)} files; showing the first ${Tools.formatCount(
-              r.matches.length
-            )}; ${narrowGrep}`
-          )
+          notes.push(`${totals(r.total, r.files, r.complete)}; showing the first ${Tools.formatCount(r.matches.length)}; ${narrowGrep}`)
         else if (r.matches.length === 0) notes.push("no matches")
-        const result: GrepResult = { matches: r.matches, total: r.total, files: r.files, truncated: r.truncated }
+        const result: GrepResult = {
+          matches: r.matches,
+          total: r.total,
+          files: r.files,
+          truncated: r.truncated,
+          ...(r.complete ? {} : { counted_all: false })
+        }
         return notes.length ? { ...result, note: notes.join("; ") } : result
       }),
     fit: (r, budget) => {
@@ -718,9 +733,8 @@ export const grep = (options: Options = {}): Tools.Definition => {
         total: r.total,
         files: r.files,
         truncated: true,
-        note: `${Tools.formatCount(r.total)} matching lines in ${Tools.formatCount(r.files)} files; showing the first ${Tools.formatCount(
-          kept
-        )}, as many as fit the context; ${narrowGrep}`
+        ...(r.counted_all === false ? { counted_all: false } : {}),
+        note: `${totals(r.total, r.files, r.counted_all !== false)}; showing the first ${Tools.formatCount(kept)}, as many as fit the context; ${narrowGrep}`
       }
     }
   })

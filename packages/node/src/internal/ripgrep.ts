@@ -55,28 +55,60 @@ export interface RgOutput {
 /** A ripgrep that could not run at all. */
 export class RipgrepMissing extends Error {}
 
-/** Run ripgrep to completion (killed when `signal` aborts). */
-export const runRipgrep = (
+export interface RgProcess {
+  /** Settles when ripgrep has exited (or was killed). */
+  readonly done: Promise<{ readonly code: number | null; readonly stderr: string }>
+  /** Stop it now (its output so far has been delivered). */
+  readonly kill: () => void
+}
+
+/** Start ripgrep, handing its output to `onData` as it comes (killed when `signal` aborts). */
+export const spawnRipgrep = (
   rg: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly signal?: AbortSignal | undefined }
-): Promise<RgOutput> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(rg, args, {
-      cwd: options.cwd,
-      stdio: ["ignore", "pipe", "pipe"],
-      killSignal: "SIGKILL",
-      ...(options.signal ? { signal: options.signal } : {})
-    })
-    const chunks: Array<Buffer> = []
-    let stderr = ""
-    child.stdout.on("data", (c: Buffer) => chunks.push(c))
-    child.stderr.setEncoding("utf8")
-    child.stderr.on("data", (c: string) => {
-      if (stderr.length < 8192) stderr += c
-    })
+  options: {
+    readonly cwd: string
+    readonly signal?: AbortSignal | undefined
+    readonly onData: (chunk: Buffer) => void
+  }
+): RgProcess => {
+  const child = spawn(rg, args, {
+    cwd: options.cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+    killSignal: "SIGKILL",
+    ...(options.signal ? { signal: options.signal } : {})
+  })
+  let stderr = ""
+  let killed = false
+  child.stdout.on("data", (c: Buffer) => {
+    if (!killed) options.onData(c)
+  })
+  child.stderr.setEncoding("utf8")
+  child.stderr.on("data", (c: string) => {
+    if (stderr.length < 8192) stderr += c
+  })
+  const done = new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
     child.on("error", (e) =>
       reject(e.name === "AbortError" ? e : new RipgrepMissing(`could not run ripgrep (${rg}): ${e.message}`))
     )
-    child.on("close", (code) => resolve({ code, stdout: Buffer.concat(chunks), stderr }))
+    child.on("close", (code) => resolve({ code, stderr }))
   })
+  return {
+    done,
+    kill: () => {
+      killed = true
+      child.kill("SIGKILL")
+    }
+  }
+}
+
+/** Run ripgrep to completion (killed when `signal` aborts). */
+export const runRipgrep = async (
+  rg: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly signal?: AbortSignal | undefined }
+): Promise<RgOutput> => {
+  const chunks: Array<Buffer> = []
+  const { code, stderr } = await spawnRipgrep(rg, args, { ...options, onData: (c) => chunks.push(c) }).done
+  return { code, stdout: Buffer.concat(chunks), stderr }
+}

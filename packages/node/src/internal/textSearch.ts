@@ -19,9 +19,9 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { comparePaths, IgnoreFilter, walkAll } from "./gitignoreWalk.js"
+import { comparePaths, type Entry, IgnoreFilter, walkSorted } from "./gitignoreWalk.js"
 import { type GlobPlan, planGlob, walkableDir } from "./pathGlob.js"
-import { RipgrepMissing, runRipgrep } from "./ripgrep.js"
+import { RipgrepMissing, runRipgrep, spawnRipgrep } from "./ripgrep.js"
 
 export interface SearchOptions {
   readonly root: string
@@ -36,15 +36,25 @@ export interface SearchOptions {
   readonly ripgrepPath?: string | undefined
   /** Stops the search (and kills ripgrep) when aborted. */
   readonly signal?: AbortSignal | undefined
+  /**
+   * How long to go on counting matching lines once more than `limit` are found (default
+   * `COUNT_MS`): a pattern that matches everywhere is not counted to the end of a large tree.
+   */
+  readonly countMs?: number | undefined
 }
+
+/** Default of `SearchOptions.countMs`. */
+export const COUNT_MS = 300
 
 export interface SearchResult {
   /** The first `limit` matching lines in path order. */
   readonly matches: ReadonlyArray<string>
-  /** Matching lines in all. */
+  /** Matching lines in all (at least this many when `complete` is false). */
   readonly total: number
-  /** Files with a matching line. */
+  /** Files with a matching line (at least this many when `complete` is false). */
   readonly files: number
+  /** Every file was counted; otherwise counting stopped after `countMs` and the totals are lower bounds. */
+  readonly complete: boolean
   /** More matching lines exist than are in `matches`. */
   readonly truncated: boolean
   /** The start path is ignored by an ignore file; it was searched anyway. */
@@ -91,78 +101,6 @@ const prepare = async (options: SearchOptions): Promise<Prepared> => {
   return { isDir, target, filter: startIgnored ? filter.disabled() : filter, startIgnored, plan }
 }
 
-/** Counts per file and the lines of the files that come first. */
-class Collector {
-  private readonly counts = new Map<string, number>()
-  private readonly kept = new Map<string, Array<string>>()
-  private keptLines = 0
-  /** Files after this path cannot be among the first `limit` lines. */
-  private ceiling: string | undefined
-
-  constructor(private readonly limit: number) {}
-
-  /** Whether lines of `rel` are still wanted. */
-  wants(rel: string): boolean {
-    return this.ceiling === undefined || comparePaths(rel, this.ceiling) <= 0
-  }
-
-  add(rel: string, count: number, lines?: Array<string>): void {
-    if (count === 0) return
-    this.counts.set(rel, count)
-    if (!lines || !this.wants(rel)) return
-    this.kept.set(rel, lines)
-    this.keptLines += lines.length
-    if (this.keptLines > 4 * this.limit + 64) this.prune()
-  }
-
-  private prune(): void {
-    const paths = [...this.kept.keys()].sort(comparePaths)
-    let n = 0
-    let i = 0
-    while (i < paths.length && n < this.limit) n += this.counts.get(paths[i++]!)!
-    this.ceiling = paths[i - 1]
-    for (const p of paths.slice(i)) {
-      this.keptLines -= this.kept.get(p)!.length
-      this.kept.delete(p)
-    }
-  }
-
-  /** The files whose lines the answer shows, in path order (those with matches, first ones first). */
-  firstFiles(): Array<string> {
-    const paths = [...this.counts.keys()].sort(comparePaths)
-    const out: Array<string> = []
-    let n = 0
-    for (const p of paths) {
-      if (n >= this.limit) break
-      out.push(p)
-      n += this.counts.get(p)!
-    }
-    return out
-  }
-
-  forget(rel: string): void {
-    this.counts.delete(rel)
-    this.kept.delete(rel)
-  }
-
-  linesOf(rel: string): Array<string> | undefined {
-    return this.kept.get(rel)
-  }
-
-  result(lines: (rel: string) => ReadonlyArray<string>, startIgnored: boolean): SearchResult {
-    const matches: Array<string> = []
-    for (const p of this.firstFiles()) {
-      for (const l of lines(p)) {
-        if (matches.length >= this.limit) break
-        matches.push(l)
-      }
-    }
-    let total = 0
-    for (const c of this.counts.values()) total += c
-    return { matches, total, files: this.counts.size, truncated: total > matches.length, startIgnored }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // JS engine
 // ---------------------------------------------------------------------------------------------
@@ -182,28 +120,39 @@ const compileRegex = (pattern: string, flags: string): RegExp => {
 /** Larger files are not searched by the JS engine. */
 const MAX_JS_FILE_BYTES = 64 * 1024 * 1024
 
-/** Read a whole file into `scratch` (grown as needed); `undefined` if it cannot be read or is too big. */
-const readInto = (
-  abs: string,
-  scratch: { buf: Buffer }
-): Promise<{ readonly bytes: Buffer; readonly size: number } | undefined> =>
+/** Files read at once by the JS engine. */
+const READ_AHEAD = 32
+
+/** Reusable read buffers (one per read in flight). */
+const bufferPool = () => {
+  const free: Array<Buffer> = []
+  return {
+    take: () => free.pop() ?? Buffer.allocUnsafe(256 * 1024),
+    give: (b: Buffer) => {
+      if (b.length <= 4 * 1024 * 1024) free.push(b)
+    }
+  }
+}
+
+/** Read a whole file into `buf` (a bigger one if needed); `undefined` if unreadable or too big. */
+const readWhole = (abs: string, buf: Buffer): Promise<{ readonly buf: Buffer; readonly size: number } | undefined> =>
   new Promise((resolve) => {
     fs.open(abs, "r", (err, fd) => {
       if (err) return resolve(undefined)
       let n = 0
-      const done = (value: { bytes: Buffer; size: number } | undefined) => fs.close(fd, () => resolve(value))
+      const done = (value: { buf: Buffer; size: number } | undefined) => fs.close(fd, () => resolve(value))
       const more = () =>
-        fs.read(fd, scratch.buf, n, scratch.buf.length - n, null, (e, got) => {
+        fs.read(fd, buf, n, buf.length - n, null, (e, got) => {
           if (e) return done(undefined)
           n += got
-          if (got > 0 && n === scratch.buf.length) {
-            if (n >= MAX_JS_FILE_BYTES) return done(undefined)
-            const bigger = Buffer.allocUnsafe(Math.min(n * 2, MAX_JS_FILE_BYTES + 1))
-            scratch.buf.copy(bigger, 0, 0, n)
-            scratch.buf = bigger
+          if (got > 0 && n === buf.length) {
+            if (n > MAX_JS_FILE_BYTES) return done(undefined)
+            const bigger = Buffer.allocUnsafe(Math.min(n * 4, MAX_JS_FILE_BYTES + 1))
+            buf.copy(bigger, 0, 0, n)
+            buf = bigger
             return more()
           }
-          done({ bytes: scratch.buf, size: n })
+          done({ buf, size: n })
         })
       more()
     })
@@ -217,64 +166,106 @@ const searchJs = async (options: SearchOptions, prep: Prepared): Promise<SearchR
   const line = compileRegex(options.pattern, options.ignoreCase ? "i" : "")
   const whole = compileRegex(options.pattern, options.ignoreCase ? "im" : "m")
   const literal = literalOf(options.pattern, options.ignoreCase)
-  const collector = new Collector(options.limit)
+  const countMs = options.countMs ?? COUNT_MS
+  const started = Date.now()
+  const matches: Array<string> = []
+  let total = 0
+  let files = 0
+  const scan = new RegExp(whole.source, `${whole.flags}g`)
   const searchFile = (rel: string, bytes: Buffer) => {
     if (bytes.includes(0) || (literal && !bytes.includes(literal))) return
     const text = bytes.toString("utf8")
-    if (!literal && !whole.test(text)) return
-    const keep = collector.wants(rel)
-    const lines: Array<string> = []
+    // find matches in the whole text, then check the line each one is on (a match of the whole
+    // text may run over a line end, which a line-by-line search would not allow)
     let count = 0
-    let at = 0
-    let lineNo = 0
-    while (at < text.length) {
-      let end = text.indexOf("\n", at)
+    let lineNo = 1
+    let counted = 0
+    scan.lastIndex = 0
+    for (let m = scan.exec(text); m !== null; m = scan.exec(text)) {
+      const start = text.lastIndexOf("\n", m.index - 1) + 1
+      let end = text.indexOf("\n", m.index)
       if (end === -1) end = text.length
-      lineNo++
-      const l = text.slice(at, end)
-      if (line.test(l)) {
-        count++
-        if (keep && lines.length < options.limit) lines.push(formatMatch(rel, lineNo, l))
+      const l = text.slice(start, end)
+      if (!line.test(l)) {
+        scan.lastIndex = m.index + 1
+        continue
       }
-      at = end + 1
+      for (let nl = text.indexOf("\n", counted); nl !== -1 && nl < start; nl = text.indexOf("\n", nl + 1)) lineNo++
+      counted = start
+      count++
+      if (matches.length < options.limit) matches.push(formatMatch(rel, lineNo, l))
+      if (end >= text.length) break
+      scan.lastIndex = end + 1
     }
-    collector.add(rel, count, keep ? lines : undefined)
+    total += count
+    if (count > 0) files++
   }
-  if (prep.target !== undefined) {
-    if (!prep.isDir) {
-      if (prep.plan.test(prep.target)) {
-        const r = await readInto(path.join(options.root, prep.target), { buf: Buffer.allocUnsafe(64 * 1024) })
-        if (r) searchFile(prep.target, r.bytes.subarray(0, r.size))
-      }
-    } else {
-      // the walk feeds a queue that several readers drain while it goes on
-      const queue: Array<{ rel: string; abs: string }> = []
-      const idle: Array<() => void> = []
-      let walking = true
-      const walk = walkAll(options.root, prep.target, prep.filter, (e) => {
-        if (e.kind !== "file" || !prep.plan.test(e.rel)) return
-        queue.push({ rel: e.rel, abs: e.abs })
-        idle.pop()?.()
-      }).finally(() => {
-        walking = false
-        for (const wake of idle.splice(0)) wake()
-      })
-      const reader = async () => {
-        const scratch = { buf: Buffer.allocUnsafe(256 * 1024) }
-        while (!options.signal?.aborted) {
-          const next = queue.pop()
-          if (next) {
-            const r = await readInto(next.abs, scratch)
-            if (r) searchFile(next.rel, r.bytes.subarray(0, r.size))
-          } else if (walking) await new Promise<void>((resolve) => idle.push(resolve))
-          else return
-        }
-      }
-      await Promise.all([walk, ...Array.from({ length: 24 }, reader)])
+  const pool = bufferPool()
+  const read = async (e: { readonly rel: string; readonly abs: string }) => {
+    const r = await readWhole(e.abs, pool.take())
+    return r && { rel: e.rel, buf: r.buf, size: r.size }
+  }
+  let complete = true
+  if (prep.target !== undefined && !prep.isDir) {
+    if (prep.plan.test(prep.target)) {
+      const r = await read({ rel: prep.target, abs: path.join(options.root, prep.target) })
+      if (r) searchFile(r.rel, r.buf.subarray(0, r.size))
     }
+  } else if (prep.target !== undefined) {
+    // files in path order from the walk; read a window ahead, searched in order
+    const queue: Array<Entry> = []
+    let next = 0
+    let walked = false
+    let stop = false
+    let wake: (() => void) | undefined
+    const walk = walkSorted(
+      options.root,
+      prep.target,
+      prep.filter,
+      (e) => {
+        if (stop) return false
+        if (e.kind === "file" && prep.plan.test(e.rel)) {
+          queue.push(e)
+          wake?.()
+        }
+        return true
+      },
+      { signal: options.signal }
+    ).finally(() => {
+      walked = true
+      wake?.()
+    })
+    const inFlight: Array<ReturnType<typeof read>> = []
+    while (!options.signal?.aborted) {
+      while (inFlight.length < READ_AHEAD && next < queue.length) inFlight.push(read(queue[next++]!))
+      const first = inFlight.shift()
+      if (!first) {
+        if (walked) break
+        await new Promise<void>((resolve) => {
+          wake = () => {
+            wake = undefined
+            resolve()
+          }
+        })
+        continue
+      }
+      const r = await first
+      if (r) {
+        searchFile(r.rel, r.buf.subarray(0, r.size))
+        pool.give(r.buf)
+      }
+      // enough to show, and counting the rest has had its time
+      if (total > options.limit && Date.now() - started >= countMs && (inFlight.length > 0 || !walked)) {
+        complete = false
+        break
+      }
+    }
+    stop = true
+    await Promise.allSettled(inFlight)
+    await walk
   }
   if (options.signal?.aborted) throw Object.assign(new Error("aborted"), { name: "AbortError" })
-  return collector.result((p) => collector.linesOf(p) ?? [], prep.startIgnored)
+  return { matches, total, files, complete, truncated: total > matches.length, startIgnored: prep.startIgnored }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -297,18 +288,47 @@ const failure = (stderr: string) => {
 /** Arguments are passed in chunks of at most this many bytes (well below the system's limit). */
 const MAX_ARG_BYTES = 96 * 1024
 
+/** Lines of ripgrep's `--json` output, as they come: one file's matches handed over at its end. */
+const jsonFiles = (
+  limitPerFile: number,
+  onFile: (rel: string, lines: Array<string>, binary: boolean) => void
+): ((chunk: Buffer) => void) => {
+  let carry = ""
+  let pending: Array<string> = []
+  return (chunk) => {
+    const parts = (carry + chunk.toString("utf8")).split("\n")
+    carry = parts.pop()!
+    for (const l of parts) {
+      // enough lines of this file: skip the rest of its matches without parsing them
+      if (l === "" || (pending.length >= limitPerFile && l.startsWith('{"type":"match"'))) continue
+      let msg: { type: string; data: any }
+      try {
+        msg = JSON.parse(l)
+      } catch {
+        continue
+      }
+      if (msg.type === "begin") pending = []
+      else if (msg.type === "match" && pending.length < limitPerFile)
+        pending.push(formatMatch(rgRel(rgText(msg.data.path)), msg.data.line_number, rgText(msg.data.lines)))
+      else if (msg.type === "end") {
+        onFile(rgRel(rgText(msg.data.path)), pending, msg.data.binary_offset != null)
+        pending = []
+      }
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
 const searchRipgrep = async (options: SearchOptions, prep: Prepared): Promise<SearchResult> => {
   const rg = options.ripgrepPath
   if (!rg) throw new SearchFailed("ripgrep (rg) is not installed or not on PATH")
-  const collector = new Collector(options.limit)
-  if (prep.target === undefined) return collector.result(() => [], prep.startIgnored)
+  const limit = options.limit
+  const empty = { matches: [], total: 0, files: 0, complete: true, truncated: false, startIgnored: prep.startIgnored }
+  if (prep.target === undefined) return empty
+  const target = prep.target
   const regex = ["--engine", "auto", ...(options.ignoreCase ? ["--ignore-case"] : []), "--regexp", options.pattern]
-  const run = (args: ReadonlyArray<string>) =>
-    runRipgrep(rg, args, { cwd: options.root, signal: options.signal }).catch((e) => {
-      throw e instanceof RipgrepMissing ? new SearchFailed(e.message) : e
-    })
-  // 1. how many lines match in each file: every thread, a few bytes of output per file
-  const counted = await run([
+  const walkArgs = [
     "--no-config",
     "--hidden",
     "--no-require-git",
@@ -317,34 +337,123 @@ const searchRipgrep = async (options: SearchOptions, prep: Prepared): Promise<Se
     "--glob",
     "!.git",
     ...(prep.startIgnored ? ["--no-ignore"] : []),
-    ...(prep.isDir ? prep.plan.rgArgs : []),
-    "--count",
-    "--with-filename",
-    "--null",
-    ...regex,
-    "--",
-    prep.target === "" ? "." : prep.target
-  ])
-  const out = counted.stdout
-  if (counted.code === 2 && out.length === 0) throw failure(counted.stderr)
-  // rg starts below the ignore files of the directories above the target: apply those here
-  const checkAncestors = prep.isDir && !prep.filter.empty && prep.target !== ""
-  for (let at = 0; at < out.length; ) {
-    const nul = out.indexOf(0, at)
-    if (nul === -1) break
-    let nl = out.indexOf(10, nul)
-    if (nl === -1) nl = out.length
-    const rel = rgRel(out.subarray(at, nul).toString("utf8"))
-    const count = Number(out.subarray(nul + 1, nl).toString("latin1"))
-    at = nl + 1
-    if (prep.isDir && !prep.plan.rgExact && !prep.plan.test(rel)) continue
-    if (!prep.isDir && !prep.plan.test(rel)) continue
-    if (checkAncestors && prep.filter.ignoresPath(rel, false)) continue
-    collector.add(rel, count)
+    ...(prep.isDir ? prep.plan.rgArgs : [])
+  ]
+  const where = ["--", target === "" ? "." : target]
+  // ripgrep starts below the ignore files of the directories above the target: those apply here
+  const checkAncestors = prep.isDir && !prep.filter.empty && target !== ""
+  const wanted = (rel: string) =>
+    (prep.plan.rgExact && prep.isDir ? true : prep.plan.test(rel)) &&
+    !(checkAncestors && prep.filter.ignoresPath(rel, false))
+
+  // 1. how many lines match in each file: every thread, a few bytes of output per file
+  const counts = new Map<string, number>()
+  let counted = 0
+  let carry: Buffer = Buffer.alloc(0)
+  const counting = spawnRipgrep(rg, [...walkArgs, "--count", "--with-filename", "--null", ...regex, ...where], {
+    cwd: options.root,
+    signal: options.signal,
+    onData: (chunk) => {
+      const out = carry.length ? Buffer.concat([carry, chunk]) : chunk
+      let at = 0
+      for (;;) {
+        const nul = out.indexOf(0, at)
+        const nl = nul === -1 ? -1 : out.indexOf(10, nul)
+        if (nl === -1) break
+        const rel = rgRel(out.subarray(at, nul).toString("utf8"))
+        const n = Number(out.subarray(nul + 1, nl).toString("latin1"))
+        at = nl + 1
+        if (!wanted(rel)) continue
+        counts.set(rel, n)
+        counted += n
+      }
+      carry = out.subarray(at)
+    }
+  })
+  let finished: { code: number | null; stderr: string } | undefined
+  const countDone = counting.done.then((r) => {
+    finished = r
+  })
+  const countMs = options.countMs ?? COUNT_MS
+  await Promise.race([countDone, sleep(countMs)])
+  while (!finished && counted <= limit) await Promise.race([countDone, sleep(25)])
+  if (finished && finished.code === 2 && counts.size === 0 && !/No such file/.test(finished.stderr))
+    throw failure(finished.stderr)
+
+  if (!finished) {
+    // 2a. a pattern found all over: counting stops here, and the first matches come from a walk in
+    // path order that stops as soon as it has them (in the middle of a file if need be)
+    counting.kill()
+    await countDone
+    const matches: Array<string> = []
+    let current: { rel: string; lines: Array<string> } | undefined
+    let cutIn: { rel: string; lines: Array<string> } | undefined
+    let carryText = ""
+    const shownFiles = new Set<string>()
+    const take = (f: { rel: string; lines: Array<string> }) => {
+      if (!wanted(f.rel) || f.lines.length === 0) return
+      shownFiles.add(f.rel)
+      for (const l of f.lines) if (matches.length < limit) matches.push(l)
+    }
+    const shown = spawnRipgrep(rg, [...walkArgs, "--json", "--sort", "path", ...regex, ...where], {
+      cwd: options.root,
+      signal: options.signal,
+      onData: (chunk) => {
+        const parts = (carryText + chunk.toString("utf8")).split("\n")
+        carryText = parts.pop()!
+        for (const l of parts) {
+          if (cutIn || l === "") continue
+          let msg: { type: string; data: any }
+          try {
+            msg = JSON.parse(l)
+          } catch {
+            continue
+          }
+          const rel = msg.data?.path ? rgRel(rgText(msg.data.path)) : ""
+          if (msg.type === "begin") current = { rel, lines: [] }
+          else if (msg.type === "match" && current) {
+            current.lines.push(formatMatch(rel, msg.data.line_number, rgText(msg.data.lines)))
+            if (wanted(rel) && matches.length + current.lines.length >= limit) {
+              cutIn = current
+              shown.kill()
+            }
+          } else if (msg.type === "end" && current) {
+            // a binary file (a NUL byte) is left out, as the JS engine does
+            if (msg.data.binary_offset == null) take(current)
+            current = undefined
+          }
+        }
+      }
+    })
+    await shown.done
+    // stopped inside a file: ripgrep had not read all of it, so look for a NUL byte here
+    if (cutIn) {
+      const bytes = await fs.promises.readFile(path.join(options.root, cutIn.rel)).catch(() => undefined)
+      if (bytes && !bytes.includes(0)) take(cutIn)
+    }
+    return {
+      matches,
+      total: Math.max(counted, matches.length),
+      files: Math.max(counts.size, shownFiles.size),
+      complete: false,
+      truncated: true,
+      startIgnored: prep.startIgnored
+    }
   }
-  // 2. the lines of the first files, as many as the answer shows (again if some turn out binary)
+
+  // 2b. every file counted: the lines of the first files in path order, as many as the answer shows
   const lines = new Map<string, Array<string>>()
-  for (let need = collector.firstFiles(); need.length > 0; need = collector.firstFiles().filter((p) => !lines.has(p))) {
+  const firstFiles = () => {
+    const out: Array<string> = []
+    let n = 0
+    for (const p of [...counts.keys()].sort(comparePaths)) {
+      if (n >= limit) break
+      out.push(p)
+      n += counts.get(p)!
+    }
+    return out
+  }
+  for (let need = firstFiles(); need.length > 0; need = firstFiles().filter((p) => !lines.has(p))) {
     while (need.length > 0) {
       const chunk: Array<string> = []
       let bytes = 0
@@ -352,38 +461,39 @@ const searchRipgrep = async (options: SearchOptions, prep: Prepared): Promise<Se
         bytes += need[0]!.length + 1
         chunk.push(need.shift()!)
       }
-      // --no-mmap: binary files are noticed wherever their NUL byte is
-      const shown = await run(["--no-config", "--json", "--no-mmap", ...regex, "--", ...chunk])
-      if (shown.code === 2 && shown.stdout.length === 0 && !/No such file|os error/.test(shown.stderr))
-        throw failure(shown.stderr)
-      let pending: Array<string> = []
-      for (const l of shown.stdout.toString("utf8").split("\n")) {
-        if (l === "") continue
-        let msg: { type: string; data: any }
-        try {
-          msg = JSON.parse(l)
-        } catch {
-          continue
-        }
-        if (msg.type === "begin") pending = []
-        else if (msg.type === "match" && pending.length < options.limit)
-          pending.push(formatMatch(rgRel(rgText(msg.data.path)), msg.data.line_number, rgText(msg.data.lines)))
-        else if (msg.type === "end") {
-          const rel = rgRel(rgText(msg.data.path))
-          // a binary file (a NUL byte): left out, as the JS engine does
-          if (msg.data.binary_offset != null) collector.forget(rel)
-          else lines.set(rel, pending)
-          pending = []
-        }
-      }
-      // a file that vanished or turned binary since it was counted is left out
-      for (const p of chunk) if (!lines.has(p)) collector.forget(p)
+      // --no-mmap: a binary file is noticed wherever its NUL byte is
+      const out = await runRipgrep(rg, ["--no-config", "--json", "--no-mmap", ...regex, "--", ...chunk], {
+        cwd: options.root,
+        signal: options.signal
+      })
+      jsonFiles(limit, (rel, found, binary) => {
+        // a binary file (a NUL byte) is left out, as the JS engine does
+        if (binary) counts.delete(rel)
+        else lines.set(rel, found)
+      })(Buffer.concat([out.stdout, Buffer.from("\n")]))
+      // a file that vanished since it was counted is left out
+      for (const p of chunk) if (!lines.has(p)) counts.delete(p)
     }
   }
-  return collector.result((p) => lines.get(p) ?? [], prep.startIgnored)
+  const matches: Array<string> = []
+  for (const p of firstFiles()) for (const l of lines.get(p) ?? []) if (matches.length < limit) matches.push(l)
+  let total = 0
+  for (const n of counts.values()) total += n
+  return {
+    matches,
+    total,
+    files: counts.size,
+    complete: true,
+    truncated: total > matches.length,
+    startIgnored: prep.startIgnored
+  }
 }
 
 export const search = async (options: SearchOptions): Promise<SearchResult> => {
   const prep = await prepare(options)
-  return options.engine === "ripgrep" ? searchRipgrep(options, prep) : searchJs(options, prep)
+  return options.engine === "ripgrep"
+    ? searchRipgrep(options, prep).catch((e) => {
+        throw e instanceof RipgrepMissing ? new SearchFailed(e.message) : e
+      })
+    : searchJs(options, prep)
 }
