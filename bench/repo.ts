@@ -235,7 +235,9 @@ export const run = async (): Promise<void> => {
       const row: Array<string | number> = [c.name, raw]
       for (const b of Object.values(budgets)) {
         const seen = Tokens.countText(Tokens.outputText(Tools.fitResult(def, last, b)))
-        row.push(`${seen.toLocaleString("en-US")} / ${b.tokens.toLocaleString("en-US")}${seen > b.tokens ? " OVER" : ""}`)
+        row.push(
+          `${seen.toLocaleString("en-US")} / ${b.tokens.toLocaleString("en-US")}${seen > b.tokens ? " OVER" : ""}`
+        )
       }
       fitRows.push(row)
     }

@@ -211,10 +211,13 @@ describe("muse resume, replay, sessions, log", () => {
       { text: "Read all twelve parts." }
     ]
     const script = writeScript(sb, "long", { replies: [{ when: "read the parts", steps }] })
-    const r = muse(["run", "read the parts", "--script", script, "--approval-mode", "auto", "--output-format", "json"], {
-      sb,
-      cwd: repo
-    })
+    const r = muse(
+      ["run", "read the parts", "--script", script, "--approval-mode", "auto", "--output-format", "json"],
+      {
+        sb,
+        cwd: repo
+      }
+    )
     expect(r.code).toBe(0)
     const out = JSON.parse(r.stdout)
     expect(out).toMatchObject({ status: "completed", text: "Read all twelve parts." })

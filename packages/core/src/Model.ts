@@ -468,7 +468,8 @@ export const make = (
 export const layer = (
   name: string,
   options: MakeOptions = {}
-): Layer.Layer<Model, never, LanguageModel.LanguageModel | Recorder.Recorder> => Layer.effect(Model, make(name, options))
+): Layer.Layer<Model, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
+  Layer.effect(Model, make(name, options))
 
 /** A `LanguageModel` that fails the program if it is ever called (replay must not call a model). */
 export const layerLanguageModelForbidden: Layer.Layer<LanguageModel.LanguageModel> = Layer.effect(

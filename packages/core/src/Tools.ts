@@ -230,7 +230,8 @@ export const utf8Length = (s: string): number => {
     const c = s.charCodeAt(i)
     if (c < 0x80) continue
     if (c < 0x800) n += 1
-    else if (c >= 0xd800 && c <= 0xdbff) i++ // a surrogate pair: 4 bytes for 2 code units
+    else if (c >= 0xd800 && c <= 0xdbff)
+      i++ // a surrogate pair: 4 bytes for 2 code units
     else n += 2
   }
   return n

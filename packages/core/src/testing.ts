@@ -237,9 +237,7 @@ export interface AgentTestOptions {
 export const layerAgentServices = (options: AgentTestOptions = {}) => {
   const lm = options.languageModel ?? scriptedModel(options.script ?? []).layer
   return Layer.mergeAll(
-    Model.layer(options.modelName ?? "scripted/test", { contextWindow: options.contextWindow }).pipe(
-      Layer.provide(lm)
-    ),
+    Model.layer(options.modelName ?? "scripted/test", { contextWindow: options.contextWindow }).pipe(Layer.provide(lm)),
     Tools.layer(options.tools ?? []),
     Approvals.layer(options.approvals ?? { mode: "auto" }),
     options.prompter ?? autoPrompter().layer,

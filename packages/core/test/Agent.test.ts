@@ -305,34 +305,36 @@ describe("Agent loop", () => {
     }).pipe(Effect.provide(EventLog.layerMemory("big")))
   )
 
-  it.effect("with the model's window known, a large result reaches the model cut to its budget; the log keeps all", () =>
-    Effect.gen(function* () {
-      const big = "lorem ipsum ".repeat(4_000) // 48 KB: more than a tenth of a 32k-token window
-      const sm = scriptedModel([
-        Scripted.toolCalls([{ name: "read_note", params: { name: "big" } }]),
-        Scripted.text("read it")
-      ])
-      const run = (languageModel: Layer.Layer<any>) =>
-        program({ languageModel, store: new Map([["big", big]]), contextWindow: 32_768 })
-      yield* Session.run(run(sm.layer))
-      const log = yield* EventLog.EventLog
-      const events = yield* EventLog.readAll(log)
-      const completed = events.find((e) => e.type === "tool.completed")!
-      const stored = JSON.parse(new TextDecoder().decode(yield* log.getBlob((completed.data as any).blob)))
-      expect(stored).toEqual({ text: big })
-      const seen = (sm.prompts[1]!.content.find((m) => m.role === "tool") as any).content[0].result
-      const budget = Tools.resultBudget(32_768)
-      expect(budget.tokens).toBe(3_276)
-      expect(Tools.jsonBytes(seen)).toBeLessThanOrEqual(budget.bytes)
-      expect(seen.note).toMatch(/^this result is 47 KiB, more than the 3,276-token budget of one tool result/)
-      expect(big.startsWith(JSON.parse(`${seen.start}"}`).text)).toBe(true)
-      const report = yield* Session.replay(run(Model.layerLanguageModelForbidden), {
-        events,
-        verify: true,
-        getBlob: log.getBlob
-      })
-      expect(report.matched).toBe(events.length)
-    }).pipe(Effect.provide(EventLog.layerMemory("fit")))
+  it.effect(
+    "with the model's window known, a large result reaches the model cut to its budget; the log keeps all",
+    () =>
+      Effect.gen(function* () {
+        const big = "lorem ipsum ".repeat(4_000) // 48 KB: more than a tenth of a 32k-token window
+        const sm = scriptedModel([
+          Scripted.toolCalls([{ name: "read_note", params: { name: "big" } }]),
+          Scripted.text("read it")
+        ])
+        const run = (languageModel: Layer.Layer<any>) =>
+          program({ languageModel, store: new Map([["big", big]]), contextWindow: 32_768 })
+        yield* Session.run(run(sm.layer))
+        const log = yield* EventLog.EventLog
+        const events = yield* EventLog.readAll(log)
+        const completed = events.find((e) => e.type === "tool.completed")!
+        const stored = JSON.parse(new TextDecoder().decode(yield* log.getBlob((completed.data as any).blob)))
+        expect(stored).toEqual({ text: big })
+        const seen = (sm.prompts[1]!.content.find((m) => m.role === "tool") as any).content[0].result
+        const budget = Tools.resultBudget(32_768)
+        expect(budget.tokens).toBe(3_276)
+        expect(Tools.jsonBytes(seen)).toBeLessThanOrEqual(budget.bytes)
+        expect(seen.note).toMatch(/^this result is 47 KiB, more than the 3,276-token budget of one tool result/)
+        expect(big.startsWith(JSON.parse(`${seen.start}"}`).text)).toBe(true)
+        const report = yield* Session.replay(run(Model.layerLanguageModelForbidden), {
+          events,
+          verify: true,
+          getBlob: log.getBlob
+        })
+        expect(report.matched).toBe(events.length)
+      }).pipe(Effect.provide(EventLog.layerMemory("fit")))
   )
 
   it.effect("a routed script keeps its place when a compaction folds the earlier replies away", () =>
@@ -353,9 +355,7 @@ describe("Agent loop", () => {
           turn < 4 ? Scripted.toolCalls([{ name: "read_note", params: { name: "todo" } }]) : Scripted.text("done")
       })
       const sm = scriptedModel([script])
-      const { result } = yield* runLive(
-        program({ languageModel: sm.layer, plugins: [folding], budget: { turns: 10 } })
-      )
+      const { result } = yield* runLive(program({ languageModel: sm.layer, plugins: [folding], budget: { turns: 10 } }))
       expect(result).toMatchObject({ status: "completed", steps: 5, text: "done" })
     })
   )

@@ -714,7 +714,9 @@ export const grep = (options: Options = {}): Tools.Definition => {
         const notes: Array<string> = []
         if (r.startIgnored) notes.push(`${rel} is ignored by .gitignore; searched anyway`)
         if (r.truncated)
-          notes.push(`${totals(r.total, r.files, r.complete)}; showing the first ${Tools.formatCount(r.matches.length)}; ${narrowGrep}`)
+          notes.push(
+            `${totals(r.total, r.files, r.complete)}; showing the first ${Tools.formatCount(r.matches.length)}; ${narrowGrep}`
+          )
         else if (r.matches.length === 0) notes.push("no matches")
         const result: GrepResult = {
           matches: r.matches,

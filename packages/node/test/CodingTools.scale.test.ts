@@ -47,7 +47,8 @@ const engines = ["ripgrep", "js"] as const
 /** 40 files in 4 directories, 3 matching lines each. */
 const manyMatches = () => {
   const files: Record<string, string> = {}
-  for (let i = 0; i < 40; i++) files[`d${i % 4}/f${String(i).padStart(2, "0")}.txt`] = "needle 1\nother\nneedle 2\nneedle 3\n"
+  for (let i = 0; i < 40; i++)
+    files[`d${i % 4}/f${String(i).padStart(2, "0")}.txt`] = "needle 1\nother\nneedle 2\nneedle 3\n"
   return tree(files)
 }
 
@@ -179,7 +180,10 @@ describe("grep hands globs and paths to ripgrep", () => {
       const real = yield* Effect.promise(() => findRipgrep())
       const log = path.join(root, "..", `${path.basename(root)}-argv.log`)
       const wrapper = path.join(root, "..", `${path.basename(root)}-rg.sh`)
-      fs.writeFileSync(wrapper, `#!/bin/sh\nprintf '%s\\n' "$@" >> '${log}'\nprintf '==\\n' >> '${log}'\nexec '${real}' "$@"\n`)
+      fs.writeFileSync(
+        wrapper,
+        `#!/bin/sh\nprintf '%s\\n' "$@" >> '${log}'\nprintf '==\\n' >> '${log}'\nexec '${real}' "$@"\n`
+      )
       fs.chmodSync(wrapper, 0o755)
       const t = yield* harness(root, { grepEngine: "ripgrep", ripgrepPath: wrapper })
       const byName = yield* t.call("grep", { pattern: "needle", glob: "*.ts" })
@@ -227,7 +231,10 @@ describe("edit_file on a large file", () => {
       fs.writeFileSync(path.join(root, "orig.js"), before)
       const patched = path.join(root, "patched.js")
       fs.writeFileSync(patched, before)
-      fs.writeFileSync(path.join(root, "d.patch"), whole.diff.replace(/^--- a\/big.js\n\+\+\+ b\/big.js/, `--- x\n+++ x`))
+      fs.writeFileSync(
+        path.join(root, "d.patch"),
+        whole.diff.replace(/^--- a\/big.js\n\+\+\+ b\/big.js/, `--- x\n+++ x`)
+      )
       execFileSync("patch", ["-s", patched, path.join(root, "d.patch")])
       expect(fs.readFileSync(patched, "utf8")).toBe(after)
       const gnu = (() => {
@@ -297,7 +304,9 @@ describe("results sized to the model's context", () => {
       const grep = yield* t.call("grep", { pattern: "needle", limit: 5000 })
       const g = fitted("grep", grep)
       expect(g).toMatchObject({ total: 3000, files: 3000, truncated: true })
-      expect(g.note).toMatch(/^3,000 matching lines in 3,000 files; showing the first [\d,]+, as many as fit the context/)
+      expect(g.note).toMatch(
+        /^3,000 matching lines in 3,000 files; showing the first [\d,]+, as many as fit the context/
+      )
       const read = yield* t.call("read_file", { path: "big.txt" })
       const rd = fitted("read_file", read)
       expect(rd.content.split("\n")).toHaveLength(rd.end_line)

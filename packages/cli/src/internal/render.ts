@@ -134,7 +134,8 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
     if (Array.isArray(r.files)) return [style.dim(`⎿ ${fmtInt(r.files.length)} file${r.files.length === 1 ? "" : "s"}`)]
     if (Array.isArray(r.matches)) {
       const n = r.matches.length
-      const all = typeof r.total === "number" && r.total > n ? ` of ${fmtInt(r.total)} in ${fmtInt(r.files ?? 0)} files` : ""
+      const all =
+        typeof r.total === "number" && r.total > n ? ` of ${fmtInt(r.total)} in ${fmtInt(r.files ?? 0)} files` : ""
       return [style.dim(`⎿ ${fmtInt(n)} match${n === 1 ? "" : "es"}${all}`)]
     }
   }

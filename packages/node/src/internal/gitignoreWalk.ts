@@ -5,10 +5,9 @@
  * directories between the root and the starting directory. `.git` is always skipped, hidden files
  * are included, symlinks are listed but never followed.
  *
- * Two walks: `walkSorted` visits files in path order (the entries of each directory in byte order
- * of their names, like `rg --sort path`) and stops as soon as the visitor says so, reading the
- * directories ahead of it concurrently; `walkAll` visits every file in no particular order, reading
- * many directories at once.
+ * `walkSorted` visits files in path order (the entries of each directory in byte order of their
+ * names, like `rg --sort path`) and stops as soon as the visitor says so, reading the directories
+ * ahead of it concurrently, so a walk that stops early costs what it visited.
  *
  * @example
  * ```ts
@@ -53,9 +52,6 @@ export const comparePaths = (a: string, b: string): number => {
   }
   return a.length - b.length
 }
-
-/** Byte order of two file names (no `/` in them). */
-const compareNames = (a: string, b: string): number => comparePaths(a, b)
 
 const readRules = (file: string): Promise<Ignore | undefined> =>
   fs.promises.readFile(file, "utf8").then(
@@ -183,12 +179,12 @@ const readListing = async (root: string, dirRel: string, inherited: IgnoreFilter
     if (filter.ignores(rel, kind === "dir")) continue
     entries.push({ name: d.name, rel, kind })
   }
-  entries.sort((a, b) => compareNames(a.name, b.name))
+  entries.sort((a, b) => comparePaths(a.name, b.name))
   return { filter, entries }
 }
 
 export interface WalkOptions {
-  /** Directories read at once (default 8 for the sorted walk, 16 for the full one). */
+  /** Directories read at once (default 8). */
   readonly concurrency?: number | undefined
   readonly signal?: AbortSignal | undefined
 }
@@ -231,29 +227,4 @@ export const walkSorted = async (
   } finally {
     stopped = true
   }
-}
-
-/**
- * Visit every file and symlink under `startRel`, in no particular order, reading many directories
- * at once. Unreadable directories are skipped.
- */
-export const walkAll = async (
-  root: string,
-  startRel: string,
-  filter: IgnoreFilter,
-  visit: (entry: Entry) => void,
-  options: WalkOptions = {}
-): Promise<void> => {
-  const limit = limiter(options.concurrency ?? 16)
-  const rec = async (dirRel: string, inherited: IgnoreFilter): Promise<void> => {
-    if (options.signal?.aborted) return
-    const listing = await limit(() => readListing(root, dirRel, inherited))
-    const subs: Array<Promise<void>> = []
-    for (const e of listing.entries) {
-      if (e.kind === "dir") subs.push(rec(e.rel, listing.filter))
-      else visit({ rel: e.rel, abs: path.join(root, e.rel), kind: e.kind })
-    }
-    await Promise.all(subs)
-  }
-  await rec(startRel === "." ? "" : startRel, filter)
 }

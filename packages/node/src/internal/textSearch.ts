@@ -1,14 +1,16 @@
 /**
  * Regex search over a workspace with ripgrep when it is available and a JS engine otherwise. Both
  * honour the ignore files (see `gitignoreWalk`), skip `.git`, binary files (a NUL byte) and
- * symlinks met while walking, count every matching line, and return the first `limit` of them in
+ * symlinks met while walking, count the matching lines, and return the first `limit` of them in
  * path order as `path:line: text` — the same answer from either engine.
  *
- * ripgrep runs twice, with all its threads: once to count the matching lines of every file
- * (`--count`, a few bytes per file whatever the number of matches), then only over the first files
- * in path order, as many as the answer needs, for the lines themselves. The JS engine reads many
- * files at once, skips a file on a literal or whole-file test before splitting it into lines, and
- * keeps lines only for the files that can still be among the first.
+ * ripgrep first counts the matching lines of every file with all its threads (`--count`, a few
+ * bytes of output per file however many lines match), then reads the lines of only the first files
+ * in path order, as many as the answer shows. A pattern found all over a large tree (more matching
+ * lines than `limit` after `countMs`) is not counted to the end: its first matches come from a walk
+ * in path order that stops as soon as it has them, and the totals are lower bounds. The JS engine
+ * walks in path order, reads `READ_AHEAD` files at once, tests each file as a whole (a byte search
+ * for a literal) before looking at its lines, and stops on the same rule.
  *
  * @example
  * ```ts
