@@ -60,8 +60,10 @@ export const Config = Schema.Struct({
    */
   plugins: Schema.optional(Schema.Array(Schema.String)),
   /**
-   * The model's context window in tokens: each tool result shows the model at most a tenth of it
-   * (`Tools.resultBudget`). Absent in sessions that did not say: results reach the model whole.
+   * The model's context window in tokens, as the session was started with (from a flag, a config
+   * file, the model table or the model's server), so a replay or a resume budgets the context the
+   * same way without asking anyone (absent in sessions that did not say). Each tool result shows the
+   * model at most a tenth of it (`Tools.resultBudget`); absent, results reach the model whole.
    */
   contextWindow: Schema.optional(Schema.Number)
 })
