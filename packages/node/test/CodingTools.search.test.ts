@@ -179,8 +179,8 @@ describe("CodingTools: grep", () => {
       const root = fixture()
       // NUL far into the file: ripgrep has already reported matches when it notices
       fs.writeFileSync(path.join(root, "late-binary.txt"), `needle early\n${"filler line\n".repeat(50_000)}\0\n`)
-      const rg = yield* harness(root, { grepEngine: "ripgrep" })
-      const js = yield* harness(root, { grepEngine: "js" })
+      const rg = yield* harness(root, { grepEngine: "ripgrep", grepCountMs: 60_000 })
+      const js = yield* harness(root, { grepEngine: "js", grepCountMs: 60_000 })
       for (const [i, q] of queries.entries()) {
         const a = yield* rg.call("grep", q)
         const b = yield* js.call("grep", q)
