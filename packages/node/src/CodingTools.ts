@@ -60,8 +60,9 @@ export interface Options {
   /** The ripgrep binary (default: the bundled one, else `rg` found on PATH). */
   readonly ripgrepPath?: string | undefined
   /**
-   * How long `grep` goes on counting once it has more matches than it shows (default 300 ms); past
-   * it, a pattern found all over a large tree is reported with lower-bound totals.
+   * How long `grep` goes on counting once it has more matches than it shows (default 300 ms; a
+   * third of it for a pattern already found more than ten times over); past it, a pattern found
+   * all over a large tree is reported with lower-bound totals.
    */
   readonly grepCountMs?: number | undefined
   /** Default and largest `run_shell` timeout (default 120 s / 10 min). */

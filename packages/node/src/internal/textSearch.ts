@@ -48,6 +48,13 @@ export interface SearchOptions {
 /** Default of `SearchOptions.countMs`. */
 export const COUNT_MS = 300
 
+/**
+ * Counting stops once more lines than `limit` are found and `countMs` has passed — or a third of
+ * it, for a pattern already found more than ten times over.
+ */
+const enoughCounted = (counted: number, limit: number, elapsed: number, countMs: number) =>
+  counted > limit && (elapsed >= countMs || (counted > 10 * limit && elapsed >= countMs / 3))
+
 export interface SearchResult {
   /** The first `limit` matching lines in path order. */
   readonly matches: ReadonlyArray<string>
@@ -257,7 +264,7 @@ const searchJs = async (options: SearchOptions, prep: Prepared): Promise<SearchR
         pool.give(r.buf)
       }
       // enough to show, and counting the rest has had its time
-      if (total > options.limit && Date.now() - started >= countMs && (inFlight.length > 0 || !walked)) {
+      if (enoughCounted(total, options.limit, Date.now() - started, countMs) && (inFlight.length > 0 || !walked)) {
         complete = false
         break
       }
@@ -376,9 +383,9 @@ const searchRipgrep = async (options: SearchOptions, prep: Prepared): Promise<Se
   const countDone = counting.done.then((r) => {
     finished = r
   })
-  const countMs = options.countMs ?? COUNT_MS
-  await Promise.race([countDone, sleep(countMs)])
-  while (!finished && counted <= limit) await Promise.race([countDone, sleep(25)])
+  const started = Date.now()
+  while (!finished && !enoughCounted(counted, limit, Date.now() - started, options.countMs ?? COUNT_MS))
+    await Promise.race([countDone, sleep(25)])
   if (finished && finished.code === 2 && counts.size === 0 && !/No such file/.test(finished.stderr))
     throw failure(finished.stderr)
 
