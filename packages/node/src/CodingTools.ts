@@ -264,6 +264,17 @@ const fitChange = (r: FileChange, budget: Tools.Budget): unknown => {
   return { ...r, diff, note: r.note && !r.note.startsWith("the diff") ? `${note}; ${r.note}` : note }
 }
 
+/** The "searched anyway" part of a note, kept when a result is fitted to the context. */
+const ignoredPart = (note: unknown) =>
+  typeof note === "string"
+    ? (/^.* is ignored by \.gitignore; (listed|searched) anyway(?=;|$)/.exec(note)?.[0] ?? "")
+    : ""
+
+const withIgnored = (note: unknown, rest: string) => {
+  const part = ignoredPart(note)
+  return part ? `${part}; ${rest}` : rest
+}
+
 /** The leading items whose JSON fits in `room` bytes. */
 const leadingWithin = <A>(items: ReadonlyArray<A>, room: number): number => {
   let used = 2
@@ -642,9 +653,12 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
       return {
         files: r.files.slice(0, kept),
         truncated: true,
-        note: `showing the first ${Tools.formatCount(kept)} of ${r.truncated ? "more than " : ""}${Tools.formatCount(
-          r.files.length
-        )} files, as many as fit the context; narrow the listing with path or pattern`
+        note: withIgnored(
+          r.note,
+          `showing the first ${Tools.formatCount(kept)} of ${r.truncated ? "more than " : ""}${Tools.formatCount(
+            r.files.length
+          )} files, as many as fit the context; narrow the listing with path or pattern`
+        )
       }
     }
   })
@@ -737,7 +751,10 @@ export const grep = (options: Options = {}): Tools.Definition => {
         files: r.files,
         truncated: true,
         ...(r.counted_all === false ? { counted_all: false } : {}),
-        note: `${totals(r.total, r.files, r.counted_all !== false)}; showing the first ${Tools.formatCount(kept)}, as many as fit the context; ${narrowGrep}`
+        note: withIgnored(
+          r.note,
+          `${totals(r.total, r.files, r.counted_all !== false)}; showing the first ${Tools.formatCount(kept)}, as many as fit the context; ${narrowGrep}`
+        )
       }
     }
   })
