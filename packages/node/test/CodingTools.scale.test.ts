@@ -303,7 +303,9 @@ describe("results sized to the model's context", () => {
       expect(l.files).toEqual(list.files.slice(0, l.files.length))
       expect(l.note).toMatch(/^showing the first [\d,]+ of 3,001 files, as many as fit the context; narrow the listing/)
       const named = fitted("list_files", { ...list, note: "pkg is ignored by .gitignore; listed anyway" })
-      expect(named.note).toMatch(/^pkg is ignored by \.gitignore; listed anyway; showing the first [\d,]+ of 3,001 files/)
+      expect(named.note).toMatch(
+        /^pkg is ignored by \.gitignore; listed anyway; showing the first [\d,]+ of 3,001 files/
+      )
       const grep = yield* t.call("grep", { pattern: "needle", limit: 5000 })
       const g = fitted("grep", grep)
       expect(g).toMatchObject({ total: 3000, files: 3000, truncated: true })
