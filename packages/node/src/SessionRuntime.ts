@@ -63,7 +63,8 @@ export const Config = Schema.Struct({
   /**
    * The model's context window in tokens, as the session was started with (from a flag, a config
    * file, the model table or the model's server), so a replay or a resume budgets the context the
-   * same way without asking anyone (absent in sessions that did not say).
+   * same way without asking anyone (absent in sessions that did not say). Each tool result shows the
+   * model at most a tenth of it (`Tools.resultBudget`); absent, results reach the model whole.
    */
   contextWindow: Schema.optional(Schema.Number),
   /**
@@ -368,7 +369,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
   const workspace = WorkspaceNode.layer(cfg.root)
-  const model = Model.layer(cfg.model).pipe(Layer.provide(services.languageModel))
+  const model = Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel))
   const tools = services.tools ?? CodingTools.make(services.toolOptions)
   const plugins = Plugin.layer(services.plugins ?? [])
   return Layer.mergeAll(
@@ -617,7 +618,7 @@ export const replay = (options: {
 /** Services for replay: like `layer`, but the workspace is never touched (a lexical one at the recorded root). */
 const replayLayer = (cfg: Config, io: Io, services: Services) =>
   Layer.mergeAll(
-    Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
+    Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel)),
     Layer.succeed(Approvals.Prompter, io.prompter),
     Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules, shell: ShellParser.parser }),
     Workspace.layerLexical(cfg.root),
