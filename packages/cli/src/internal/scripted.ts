@@ -116,6 +116,14 @@ const userText = (m: Prompt.Message): string =>
         .join("\n")
     : ""
 
+/** A tool message whose results say the turn stopped in the middle of the call. */
+const wasInterrupted = (m: Prompt.Message): boolean =>
+  m.role === "tool" &&
+  m.content.some((p) => {
+    const result = (p as Prompt.ToolResultPart).result as { readonly error?: unknown } | undefined
+    return typeof result?.error === "string" && result.error.startsWith("interrupted:")
+  })
+
 const matches = (when: string | undefined, text: string): boolean => {
   if (when === undefined) return true
   if (when.length > 2 && when.startsWith("/") && when.endsWith("/"))
@@ -155,9 +163,14 @@ export const choose = (
   for (let i = messages.length - 1; i >= 0 && newest === ""; i--) newest = userText(messages[i]!).trim()
   // a user message that opens a turn of its own (not one delivered between tool steps, like a
   // crew report) after message `after`: the user moved on
+  // (a message after a tool call the turn was stopped in the middle of opens a turn of its own)
   const movedOnAfter = (after: number) =>
     messages.some(
-      (m, i) => i > after && m.role === "user" && userText(m).trim() !== "" && messages[i - 1]!.role !== "tool"
+      (m, i) =>
+        i > after &&
+        m.role === "user" &&
+        userText(m).trim() !== "" &&
+        (messages[i - 1]!.role !== "tool" || wasInterrupted(messages[i - 1]!))
     )
   // Mid-task, the newest reply's tool-call ids say which entry and step it was: the place in the
   // entry survives a compaction that folded the earlier steps (and the user message) away.
