@@ -133,6 +133,11 @@ export interface Agent {
   readonly usage: Effect.Effect<Model.Usage>
   /** The state between turns (call it only when no turn is running). */
   readonly save: Effect.Effect<State>
+  /**
+   * Go back to a conversation `save` gave earlier (a rewind): the history is replaced, the usage
+   * spent so far stays. Call it only when no turn is running.
+   */
+  readonly reset: (state: State) => Effect.Effect<void>
 }
 
 const INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished; its effect may be partial"
@@ -711,6 +716,12 @@ export const make = (
       resume,
       history: Effect.sync(() => [...history]),
       usage: Ref.get(totalUsage),
-      save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage }))
+      save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage })),
+      reset: (state) =>
+        Effect.sync(() => {
+          history.splice(0, history.length, ...state.history)
+          // the model checks the prompt it gets against its previous one; nothing is known to be the same
+          stable = 0
+        })
     } satisfies Agent
   })

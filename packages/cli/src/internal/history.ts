@@ -11,6 +11,7 @@ import { escapeUnsafe, jsonSafe, pad, padStart, type Style, truncate, width, wra
 import { CliError, ExitCode } from "./exit.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
+import { forkOf } from "./rewind.js"
 import * as Session from "./session.js"
 import * as Tools from "./tools.js"
 
@@ -66,6 +67,8 @@ export interface SessionRow {
   readonly lastEventAt: number | null
   readonly events: number
   readonly bytes: number
+  /** The session this one was forked from, and at which seq of its log. */
+  readonly forkOf?: { readonly session: string; readonly seq: number } | undefined
 }
 
 export const listSessions = (dir: string): Effect.Effect<ReadonlyArray<SessionRow>, CliError> =>
@@ -80,7 +83,8 @@ export const listSessions = (dir: string): Effect.Effect<ReadonlyArray<SessionRo
         started: s.started,
         lastEventAt: s.lastEventAt,
         events: s.events,
-        bytes: s.bytes
+        bytes: s.bytes,
+        forkOf: forkOf(dir, s.id)
       }))
   )
 
@@ -97,7 +101,7 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
     fmtTime(r.lastEventAt),
     Render.fmtInt(r.events),
     fmtSize(r.bytes),
-    escapeUnsafe(r.title.replace(/[ \t\n]+/g, " "), s)
+    escapeUnsafe(`${r.forkOf ? `fork of ${r.forkOf.session} at seq ${r.forkOf.seq}: ` : ""}${r.title.replace(/[ \t\n]+/g, " ")}`, s)
   ])
   const widths = header.map((h, i) => (i === 5 ? 0 : Math.max(h.length, ...cells.map((c) => width(c[i]!)))))
   const fixed = widths.slice(0, 5).reduce((a, b) => a + b + 2, 0)
