@@ -766,7 +766,7 @@ export const rewind = (
       const files = changed.map(showFile)
       return yield* new RewindRefused({
         files,
-        message: `changed since the session last wrote them, by someone else: ${files.join(", ")}; nothing was rewound. Keep them and rewind the rest: rewind again after saving them elsewhere, or overwrite them with --force`
+        message: `changed since the session last wrote them, by someone else: ${files.join(", ")}; nothing was rewound. Overwrite them with force (what they hold now stays in the log, so the rewind can be undone)`
       })
     }
     let given = false
@@ -880,10 +880,16 @@ export const fork = (options: {
     const target = forked.right.target
     // crew members in worktrees of their own: theirs, not the parent's
     const copied = forked.right.events.map((e) => {
-      const moved = e.type === "worktree.allocated" ? made.worktrees.get(e.agent) : undefined
+      const moved = made.worktrees.get(e.agent)
       if (!moved) return e
-      const data = e.data as { allocation: Record<string, unknown> }
-      return { ...e, data: { ...data, allocation: { ...data.allocation, path: moved.path, branch: moved.branch } } }
+      const d = e.data as { allocation?: Record<string, unknown>; workspace?: Record<string, unknown> }
+      if (e.type === "worktree.allocated" && d.allocation) {
+        return { ...e, data: { ...d, allocation: { ...d.allocation, path: moved.path, branch: moved.branch } } }
+      }
+      if (e.type === "crew.spawned" && d.workspace && typeof d.workspace.path === "string") {
+        return { ...e, data: { ...d, workspace: { ...d.workspace, path: moved.path, branch: moved.branch } } }
+      }
+      return e
     })
     if (top) {
       // every file the session's tools changed, back to that point

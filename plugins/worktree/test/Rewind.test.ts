@@ -156,8 +156,15 @@ describe("rewind and fork", () => {
         if (copy.workers[w]!.size > 0) expect(sorted(snapshot(worktreeOf(w))), `${label} ${w}`).toEqual(sorted(copy.workers[w]!))
       }
     }
-    const rewind = (to: string, force = false) =>
-      Effect.runPromise(SessionRuntime.rewind({ session, dir, to, force, services: services() }))
+    const rewinding = (to: string, force = false) =>
+      SessionRuntime.rewind({ session, dir, to, force, services: services() })
+    const rewind = (to: string, force = false) => Effect.runPromise(rewinding(to, force))
+
+    // rewind-then-undo returns to the latest state
+    await rewind("turn:2")
+    compare(1, "turn:2")
+    await rewind("undo")
+    compare(5, "undo to the latest state")
 
     // five points, back and forth
     for (const k of [3, 1, 4, 2, 0]) {
@@ -171,25 +178,22 @@ describe("rewind and fork", () => {
     expect(fromStart.plan.notUndone.map((n) => n.tool)).toContain("run_shell")
     expect(fs.existsSync(path.join(repo, "shell.txt"))).toBe(true)
 
-    // undo takes the latest rewind back (to turn:4), then a rewind to the end is the live end state
+    // undo takes the latest rewind (to turn:1) back: the files are as they were at turn:3 again
     await rewind("undo")
-    compare(3, "undo")
-    await rewind("turn:5")
-    await rewind("undo")
-    compare(3, "undo again")
+    compare(2, "undo")
 
     // a person edits a file after the target: found by its hash, kept, nothing recorded
     fs.writeFileSync(path.join(repo, "f01.txt"), "my own edit\n")
     const before = fs.readFileSync(path.join(dir, "sessions", `${session}.jsonl`))
-    const refused = await Effect.runPromise(Effect.flip(rewind("turn:1")))
+    const refused = await Effect.runPromise(Effect.flip(rewinding("turn:1")))
     expect(refused._tag).toBe("RewindRefused")
     expect((refused as SessionRuntime.RewindRefused).files).toEqual(["f01.txt"])
     expect(fs.readFileSync(path.join(repo, "f01.txt"), "utf8")).toBe("my own edit\n")
     expect(fs.readFileSync(path.join(dir, "sessions", `${session}.jsonl`))).toEqual(before)
     // forced, it is put back, and its content stays in the log (the rewind can be undone)
-    const forced = await rewind("turn:2", true)
+    const forced = await rewind("turn:1", true)
     expect(forced.result.restored.some((f) => f.path === "f01.txt")).toBe(true)
-    compare(1, "forced")
+    compare(0, "forced")
     await rewind("undo")
     expect(fs.readFileSync(path.join(repo, "f01.txt"), "utf8")).toBe("my own edit\n")
     fs.writeFileSync(path.join(repo, "f01.txt"), "round 1 wrote this\n")
@@ -216,22 +220,19 @@ describe("rewind and fork", () => {
     expect(forked.worktree).toBe(true)
     expect(path.relative(repo, forked.root).startsWith("..")).toBe(true)
     expect(sorted(snapshot(forked.root), ["shell.txt"])).toEqual(sorted(copies[2]!.main, ["shell.txt"]))
-    const forkModel = model()
-    await Effect.runPromise(
-      SessionRuntime.resume({
-        session: "f",
-        dir,
-        services: services(forked.root, "f", forkModel),
-        io: { prompter, input: queueOf(["round 5"]) }
-      })
-    )
-    // the fork's round went to the fork's checkout and worktrees, not the parent's
-    expect(fs.readFileSync(path.join(forked.root, "f20.txt"), "utf8")).toBe("f20 at round 5\n")
-    expect(fs.readFileSync(path.join(repo, "f20.txt"), "utf8")).not.toBe("f20 at round 5\n")
     const forkEvents = await Effect.runPromise(EventLogFile.readSession("f", { dir }))
-    const forkAllocations = forkEvents.filter((e) => e.type === "worktree.allocated").map((e) => (e.data as any).allocation.path)
-    for (const p of forkAllocations) expect(p.startsWith(worktreeOf(""))).toBe(false)
+    expect(forkEvents.at(-1)?.seq).toBe(forked.target.seq)
     expect((forkEvents[0]!.data as any).config.fork).toEqual({ session, seq: forked.target.seq })
+    // its crew members have worktrees of their own, with their files as they were at that point
+    const forkAllocations = forkEvents
+      .filter((e) => e.type === "worktree.allocated")
+      .map((e) => (e.data as any).allocation.path as string)
+    expect(forkAllocations).toHaveLength(3)
+    for (const p of forkAllocations) {
+      expect(p.startsWith(wtRoot)).toBe(false)
+      const w = path.basename(p)
+      expect(sorted(snapshot(p))).toEqual(sorted(copies[2]!.workers[w]!))
+    }
 
     // both replay exactly
     for (const [id, repoDir] of [
