@@ -221,7 +221,6 @@ describe("rewind and fork", () => {
     expect(path.relative(repo, forked.root).startsWith("..")).toBe(true)
     expect(sorted(snapshot(forked.root), ["shell.txt"])).toEqual(sorted(copies[2]!.main, ["shell.txt"]))
     const forkEvents = await Effect.runPromise(EventLogFile.readSession("f", { dir }))
-    expect(forkEvents.at(-1)?.seq).toBe(forked.target.seq)
     expect((forkEvents[0]!.data as any).config.fork).toEqual({ session, seq: forked.target.seq })
     // its crew members have worktrees of their own, with their files as they were at that point
     const forkAllocations = forkEvents
@@ -233,6 +232,18 @@ describe("rewind and fork", () => {
       const w = path.basename(p)
       expect(sorted(snapshot(p))).toEqual(sorted(copies[2]!.workers[w]!))
     }
+
+    // it goes on by itself: its next round lands in its own checkout, not the parent's
+    await Effect.runPromise(
+      SessionRuntime.resume({
+        session: "f",
+        dir,
+        services: services(forked.root, "f", model()),
+        io: { prompter, input: queueOf(["round 5"]) }
+      })
+    )
+    expect(fs.readFileSync(path.join(forked.root, "f20.txt"), "utf8")).toBe("f20 at round 5\n")
+    expect(fs.readFileSync(path.join(repo, "f20.txt"), "utf8")).toBe("f20 at round 3\n")
 
     // both replay exactly
     for (const [id, repoDir] of [
