@@ -167,7 +167,9 @@ export const resolve = (events: ReadonlyArray<Event.Envelope>, spec: string): Ei
       seq = Number(s)
       if (seq > last) return Either.left(`seq ${seq} is past the end of the session (its last event is seq ${last})`)
     } else {
-      return Either.left(`cannot read ${JSON.stringify(spec)} as a point of the session: give a seq, turn:<n>, last or undo`)
+      return Either.left(
+        `cannot read ${JSON.stringify(spec)} as a point of the session: give a seq, turn:<n>, last or undo`
+      )
     }
   }
   const boundary = idle.filter((b) => b <= seq).reduce((a, b) => Math.max(a, b), -1)
@@ -338,7 +340,8 @@ export const describe = (p: Plan, r: Result): ReadonlyArray<string> => {
   for (const f of r.kept) {
     lines.push(`  kept ${f.agent === "main" ? "" : `${f.agent}:`}${f.path} (changed since by someone else)`)
   }
-  for (const f of r.failed) lines.push(`  not restored ${f.agent === "main" ? "" : `${f.agent}:`}${f.path}: ${f.reason}`)
+  for (const f of r.failed)
+    lines.push(`  not restored ${f.agent === "main" ? "" : `${f.agent}:`}${f.path}: ${f.reason}`)
   if (p.notUndone.length > 0) {
     lines.push(`not undone (their effects stay): ${p.notUndone.length} command${p.notUndone.length === 1 ? "" : "s"}`)
     for (const n of p.notUndone) lines.push(`  seq ${n.seq} ${n.agent} ${n.tool}: ${n.summary}`)

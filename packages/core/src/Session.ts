@@ -174,7 +174,10 @@ export const fork = (options: {
   readonly root?: string | undefined
 }): Either.Either<{ readonly events: ReadonlyArray<Event.Envelope>; readonly target: Rewind.Target }, RewindError> =>
   Either.gen(function* () {
-    const target = yield* Either.mapLeft(Rewind.resolve(options.events, options.at), (m) => new RewindError({ message: m }))
+    const target = yield* Either.mapLeft(
+      Rewind.resolve(options.events, options.at),
+      (m) => new RewindError({ message: m })
+    )
     const events = options.events
       .filter((e) => e.seq <= target.seq)
       .map((e) => {

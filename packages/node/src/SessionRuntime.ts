@@ -652,9 +652,7 @@ export const resume = (
             checkpoints,
             ready,
             eventsBefore: eventsBefore(log)
-          }).pipe(
-            Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
-          ),
+          }).pipe(Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))),
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })
@@ -697,11 +695,11 @@ export const replay = (options: {
     return yield* Session.replay(
       program(cfg, io, services, { eventsBefore: before }).pipe(Effect.provide(replayLayer(cfg, io, services))),
       {
-      events,
-      verify: options.verify,
-      getBlob: blobs.get,
-      onEvent: options.onEvent,
-      redactor: EventLogFile.envRedactor()
+        events,
+        verify: options.verify,
+        getBlob: blobs.get,
+        onEvent: options.onEvent,
+        redactor: EventLogFile.envRedactor()
       }
     )
   })
@@ -734,7 +732,11 @@ const showFile = (f: { readonly agent: string; readonly path: string }) =>
  * What `/rewind <to>` would do to a recorded session, and which of its files someone else
  * changed since (those are not overwritten without `force`).
  */
-export const rewindPlan = (options: { readonly session: string; readonly dir?: string | undefined; readonly to: string }) =>
+export const rewindPlan = (options: {
+  readonly session: string
+  readonly dir?: string | undefined
+  readonly to: string
+}) =>
   Effect.gen(function* () {
     const events = yield* EventLogFile.readSession(options.session, { dir: options.dir })
     const cfg = yield* configOf(events)
@@ -908,8 +910,13 @@ export const fork = (options: {
         const text = copied.map((e) => `${EventLogFile.withChecksum(Event.encodeLine(e))}\n`).join("")
         fs.writeFileSync(file, text, { mode: 0o600, flag: "wx" })
       },
-      catch: (e) =>
-        new Session.RewindError({ message: `the fork's log could not be written: ${(e as Error).message}` })
+      catch: (e) => new Session.RewindError({ message: `the fork's log could not be written: ${(e as Error).message}` })
     })
-    return { session: id, parent: options.session, target, root: made.root, worktree: top !== undefined } satisfies Forked
+    return {
+      session: id,
+      parent: options.session,
+      target,
+      root: made.root,
+      worktree: top !== undefined
+    } satisfies Forked
   })

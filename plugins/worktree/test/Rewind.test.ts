@@ -33,9 +33,15 @@ const mainCalls = (r: number) => [
     name: "edit_file",
     params: { path: `f${pad(r * 2)}.txt`, old: `file ${r * 2}\n`, new: `file ${r * 2} edited in round ${r}\n` }
   },
-  { id: `w${r}c`, name: "write_file", params: { path: `f${pad(10 + r)}.txt`, content: `round ${r}: ${"x".repeat(r * 100)}\n` } },
+  {
+    id: `w${r}c`,
+    name: "write_file",
+    params: { path: `f${pad(10 + r)}.txt`, content: `round ${r}: ${"x".repeat(r * 100)}\n` }
+  },
   { id: `w${r}d`, name: "write_file", params: { path: `new/round${r}.txt`, content: `new in round ${r}\n` } },
-  ...(r === 1 ? [] : [{ id: `w${r}e`, name: "write_file", params: { path: "f20.txt", content: `f20 at round ${r}\n` } }]),
+  ...(r === 1
+    ? []
+    : [{ id: `w${r}e`, name: "write_file", params: { path: "f20.txt", content: `f20 at round ${r}\n` } }]),
   ...(r === 3 ? [{ id: "sh3", name: "run_shell", params: { command: "echo side > shell.txt" } }] : []),
   ...WORKERS.map((w, i) => ({ id: `d${r}${i}`, name: "delegate", params: { to: w, task: `${w} round ${r}` } }))
 ]
@@ -54,7 +60,11 @@ const model = () =>
         const [, w, r] = m
         return Scripted.toolCalls([
           { id: `${w}-${r}a`, name: "write_file", params: { path: `${w}.txt`, content: `${w} round ${r}\n` } },
-          { id: `${w}-${r}b`, name: "write_file", params: { path: `f${pad(15 + Number(r))}.txt`, content: `${w} ${r}\n` } }
+          {
+            id: `${w}-${r}b`,
+            name: "write_file",
+            params: { path: `f${pad(15 + Number(r))}.txt`, content: `${w} ${r}\n` }
+          }
         ])
       },
       reviewer: (c) => {
@@ -153,7 +163,8 @@ describe("rewind and fork", () => {
       expect(sorted(snapshot(repo), ["shell.txt"]), label).toEqual(sorted(copy.main, ["shell.txt"]))
       for (const w of WORKERS) {
         // before its first task a member had no worktree to copy
-        if (copy.workers[w]!.size > 0) expect(sorted(snapshot(worktreeOf(w))), `${label} ${w}`).toEqual(sorted(copy.workers[w]!))
+        if (copy.workers[w]!.size > 0)
+          expect(sorted(snapshot(worktreeOf(w))), `${label} ${w}`).toEqual(sorted(copy.workers[w]!))
       }
     }
     const rewinding = (to: string, force = false) =>

@@ -101,7 +101,10 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
     fmtTime(r.lastEventAt),
     Render.fmtInt(r.events),
     fmtSize(r.bytes),
-    escapeUnsafe(`${r.forkOf ? `fork of ${r.forkOf.session} at seq ${r.forkOf.seq}: ` : ""}${r.title.replace(/[ \t\n]+/g, " ")}`, s)
+    escapeUnsafe(
+      `${r.forkOf ? `fork of ${r.forkOf.session} at seq ${r.forkOf.seq}: ` : ""}${r.title.replace(/[ \t\n]+/g, " ")}`,
+      s
+    )
   ])
   const widths = header.map((h, i) => (i === 5 ? 0 : Math.max(h.length, ...cells.map((c) => width(c[i]!)))))
   const fixed = widths.slice(0, 5).reduce((a, b) => a + b + 2, 0)

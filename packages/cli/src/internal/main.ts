@@ -422,9 +422,10 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   const cli = Command.run(
     root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork])),
     {
-    name: "muse",
-    version: version()
-  })
+      name: "muse",
+      version: version()
+    }
+  )
 
   const exit = await Effect.runPromiseExit(
     cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>

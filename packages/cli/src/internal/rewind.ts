@@ -40,7 +40,9 @@ export const describeTurns = (turns: ReadonlyArray<Rewind.Turn>): ReadonlyArray<
     const text = t.text.replace(/\s+/g, " ")
     const files = t.files.map((f) => who(f.agent, f.path))
     return `turn ${t.n} (seq ${t.seq}): ${text.length > 60 ? `${text.slice(0, 59)}…` : text}${
-      files.length > 0 ? ` — ${files.length > 4 ? `${files.slice(0, 4).join(", ")} and ${files.length - 4} more` : files.join(", ")}` : ""
+      files.length > 0
+        ? ` — ${files.length > 4 ? `${files.slice(0, 4).join(", ")} and ${files.length - 4} more` : files.join(", ")}`
+        : ""
     }`
   })
 
@@ -53,7 +55,10 @@ export const rewind = (options: RewindOptions, out: History.Out): Effect.Effect<
       const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(toCli))
       const turns = Rewind.turns(events)
       out.write(
-        `${[`session ${session}: pick a point with --to (turn:<n> is just before that turn's prompt)`, ...describeTurns(turns)]
+        `${[
+          `session ${session}: pick a point with --to (turn:<n> is just before that turn's prompt)`,
+          ...describeTurns(turns)
+        ]
           .map((l) => escapeUnsafe(l, out.style))
           .join("\n")}\n`
       )
@@ -132,7 +137,10 @@ export const fork = (options: ForkOptions, out: History.Out): Effect.Effect<numb
   })
 
 /** The fork each session was made from (`config.fork` of its first event), for `muse sessions`. */
-export const forkOf = (dir: string, session: string): { readonly session: string; readonly seq: number } | undefined => {
+export const forkOf = (
+  dir: string,
+  session: string
+): { readonly session: string; readonly seq: number } | undefined => {
   const ends = Effect.runSync(Effect.either(EventLogFile.readEnds(session, { dir })))
   if (Either.isLeft(ends)) return undefined
   const fork = (ends.right.first?.data as { config?: { fork?: unknown } } | undefined)?.config?.fork as
