@@ -27,10 +27,10 @@ import { Effect, type Layer, Option, Schema } from "effect"
 import { writeFileAtomic } from "./internal/atomicWrite.js"
 import { globMatcher, IgnoreFilter, walk } from "./internal/gitignoreWalk.js"
 import { runShell as runShellProcess } from "./internal/shellProcess.js"
-import * as Sandbox from "./Sandbox.js"
 import { findOnPath, SearchFailed, search } from "./internal/textSearch.js"
 import * as Descriptions from "./internal/toolDescriptions.js"
 import { diffStat, unifiedDiff } from "./internal/unifiedDiff.js"
+import * as Sandbox from "./Sandbox.js"
 
 /** Tool names, as the model sees them. */
 export const names = {
@@ -696,7 +696,11 @@ export const runShell = (options: Options = {}): Tools.Definition => {
         const shell = options.shell ?? "sh"
         const run = Effect.gen(function* () {
           const launch = sandbox
-            ? yield* sandbox.prepare({ argv: [shell, "-c", command], cwd: ctx.workspace.root, root: ctx.workspace.root })
+            ? yield* sandbox.prepare({
+                argv: [shell, "-c", command],
+                cwd: ctx.workspace.root,
+                root: ctx.workspace.root
+              })
             : undefined
           const r = yield* runShellProcess({
             command,

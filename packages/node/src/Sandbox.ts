@@ -518,7 +518,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
 
     const plan = (request: Request, active: "read-only" | "workspace-write") => {
       const root = realOr(request.root)
-      const writable = active === "workspace-write" && request.access !== "read" ? outermost([root, ...extraWritable]) : []
+      const writable =
+        active === "workspace-write" && request.access !== "read" ? outermost([root, ...extraWritable]) : []
       const readOnly: Array<string> = []
       for (const w of writable) {
         for (const name of PROTECTED) {
@@ -720,8 +721,7 @@ export const describe = (status: Status): string => {
   if (!a.available)
     return `no sandbox: ${a.reason ?? "none available"}. Commands run with your full rights, guarded by approvals only`
   const net = status.network.length === 0 ? "no network" : `network only to ${status.network.join(", ")}`
-  const what =
-    status.mode === "workspace-write" ? "writes only the workspace and /tmp" : "read-only (writes only /tmp)"
+  const what = status.mode === "workspace-write" ? "writes only the workspace and /tmp" : "read-only (writes only /tmp)"
   const limit =
     a.processLimit._tag === "none"
       ? `no process limit (${a.processLimit.reason})`

@@ -109,7 +109,9 @@ export const explain = (output: string, ctx: Context): ReadonlyArray<string> => 
     } else if (ctx.unixSocketsBlocked && /Address family not supported|EAFNOSUPPORT/i.test(line)) {
       add("a unix-domain socket (local services such as docker, ssh-agent or D-Bus are out of reach)")
     } else if (NETWORK.test(line)) network = true
-    else if (/fork: (?:retry: )?Resource temporarily unavailable|Cannot fork|can't fork|fork failed|spawn E?AGAIN/i.test(line))
+    else if (
+      /fork: (?:retry: )?Resource temporarily unavailable|Cannot fork|can't fork|fork failed|spawn E?AGAIN/i.test(line)
+    )
       forks = true
   }
   if (network && ctx.refusedHosts.length === 0)

@@ -28,7 +28,10 @@ export const hostMatcher = (patterns: ReadonlyArray<string>) => {
     return { host: m[1]!.replace(/^\[|\]$/g, ""), port: m[2] === undefined ? undefined : Number(m[2]) }
   })
   return (host: string, port: number): boolean => {
-    const h = host.toLowerCase().replace(/^\[|\]$/g, "").replace(/\.$/, "")
+    const h = host
+      .toLowerCase()
+      .replace(/^\[|\]$/g, "")
+      .replace(/\.$/, "")
     return rules.some(
       (r) =>
         (r.port === undefined || r.port === port) &&

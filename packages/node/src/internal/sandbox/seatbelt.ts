@@ -27,7 +27,8 @@ export interface Plan {
 
 /** A string literal of the profile language: `"` and `\` escaped, control characters refused. */
 export const literal = (s: string): string => {
-  if (/[\u0000-\u001f\u007f]/.test(s)) throw new Error(`a path with a control character cannot be sandboxed: ${JSON.stringify(s)}`)
+  if (/[\u0000-\u001f\u007f]/.test(s))
+    throw new Error(`a path with a control character cannot be sandboxed: ${JSON.stringify(s)}`)
   return `"${s.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`
 }
 
@@ -63,9 +64,7 @@ const BASE = `(version 1)
 export const profile = (plan: Plan): string => {
   const lines = [BASE]
   lines.push(
-    plan.hidden.length > 0
-      ? `(allow file-read* (require-all (subpath "/") ${not(plan.hidden)}))`
-      : `(allow file-read*)`
+    plan.hidden.length > 0 ? `(allow file-read* (require-all (subpath "/") ${not(plan.hidden)}))` : `(allow file-read*)`
   )
   for (const root of plan.writable) {
     const inside = plan.readOnly.filter((p) => p === root || p.startsWith(`${root}/`))
