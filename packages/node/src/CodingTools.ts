@@ -65,7 +65,7 @@ export interface Options {
   /** Longest diff returned by file-changing tools (default 64 KiB; the hashes are always exact). */
   readonly maxDiffBytes?: number | undefined
   /**
-   * The OS sandbox `run_shell` and ripgrep run in. Default: the `Sandbox` service of the running
+   * The OS sandbox `run_shell` runs its commands in. Default: the `Sandbox` service of the running
    * program, if it has one (the session runtime provides it); without either they run unsandboxed.
    */
   readonly sandbox?: Sandbox.Service | undefined

@@ -1,5 +1,5 @@
 /**
- * The OS sandbox every process a tool starts runs in (`run_shell`, the ripgrep of `grep`).
+ * The OS sandbox the commands of `run_shell` run in (and any tool that passes its processes to `prepare`).
  *
  * Modes: `workspace-write` (the default where a sandbox can run): the command reads the machine,
  * writes only the agent's workspace (a crew member's: its own worktree) and a private `/tmp`, with
@@ -620,7 +620,9 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         // bubblewrap
         const stdio: Array<number | "pipe"> = []
         const release: Array<() => void> = []
-        yield* Effect.addFinalizer(() => Effect.sync(() => release.forEach((f) => f())))
+        yield* Effect.addFinalizer(() => Effect.sync(() => {
+            for (const f of release) f()
+          }))
         let seccompFd: number | undefined
         if (filter) {
           const fd = fs.openSync(filterFile, "r")

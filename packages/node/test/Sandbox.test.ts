@@ -30,6 +30,9 @@ const git = (cwd: string, ...args: Array<string>) =>
     encoding: "utf8"
   })
 
+const findCurl = () =>
+  (process.env.PATH ?? "").split(path.delimiter).some((d) => d !== "" && fs.existsSync(path.join(d, "curl")))
+
 const SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- planted-secret-1234"
 
 /** A git repository as the workspace, an outside folder, a temp HOME with planted secrets. */
@@ -219,6 +222,53 @@ describe.skipIf(!available)("Sandbox: the escape corpus through run_shell (works
       })
       expect(outside.exit_code).not.toBe(0)
     })
+  )
+
+  // curl honours HTTP_PROXY as most tools do (node's own http does not)
+  it.scoped.skipIf(!findCurl())(
+    "allowed hosts are reached through the proxy; every other host is refused and named",
+    () =>
+      Effect.gen(function* () {
+        const w = world()
+        const hits: Array<string> = []
+        const listen = () => {
+          const server = net.createServer((c) => {
+            c.once("data", (d) => {
+              hits.push(String(d).split("\r\n")[0]!)
+              c.end("HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nhello\n")
+            })
+          })
+          return Effect.acquireRelease(
+            Effect.async<number>(
+              (resume) =>
+                void server.listen(0, "127.0.0.1", () =>
+                  resume(Effect.succeed((server.address() as net.AddressInfo).port))
+                )
+            ),
+            () => Effect.sync(() => server.close())
+          )
+        }
+        const allowedPort = yield* listen()
+        const otherPort = yield* listen()
+        const sandbox = yield* sandboxed(w.home, {
+          mode: "workspace-write",
+          network: { allow: [`127.0.0.1:${allowedPort}`] }
+        })
+        const run = yield* runner(sandbox, w.root)
+        const ok = yield* run({ command: `curl -fsS --max-time 10 http://127.0.0.1:${allowedPort}/x` })
+        expect(ok).toMatchObject({ exit_code: 0, output: "hello\n" })
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+        const no = yield* run({ command: `curl -fsS --max-time 10 http://127.0.0.1:${otherPort}/y` })
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+        expect(refusal(no)).toContain(
+          `network connection to 127.0.0.1:${otherPort} (not in the sandbox's allowed hosts)`
+        )
+        // around the proxy there is no way out
+        const direct = yield* run({ command: `curl -sS --noproxy '*' --max-time 10 http://127.0.0.1:${allowedPort}/z` })
+        expect(direct.output).toContain("Couldn't connect to server")
+        expect(refusal(direct)).toContain(`network access (only 127.0.0.1:${allowedPort} through the proxy`)
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+      })
   )
 
   it.live("a fork bomb is bounded by the process limit", () =>

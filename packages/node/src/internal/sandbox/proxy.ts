@@ -96,7 +96,7 @@ export const handleClient = (client: Duplex, options: ProxyOptions): void => {
       try {
         url = new URL(target!)
       } catch {}
-      if (!url || url.protocol !== "http:") return refuse(client, "400 Bad Request", `${target} is not an http:// URL`)
+      if (url?.protocol !== "http:") return refuse(client, "400 Bad Request", `${target} is not an http:// URL`)
       dest = { host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port === "" ? 80 : Number(url.port) }
       const kept = headers.filter((h) => !/^proxy-/i.test(h))
       forward = Buffer.concat([
