@@ -281,7 +281,7 @@ export const protectedRisk = (path: string): string | undefined => {
 
 /** Why a call that asks to run outside the sandbox is asked (shown with the question). */
 export const UNSANDBOXED_WARNING =
-  "runs outside the OS sandbox, with your full rights (files anywhere, your secrets, the network): only \"run unsandboxed\" lets it, this once"
+  'runs outside the OS sandbox, with your full rights (files anywhere, your secrets, the network): only "run unsandboxed" lets it, this once'
 
 /** The protected-path warnings of a request (only calls that change files: `write` and `exec`). */
 export const protectedRisks = (request: Request): ReadonlyArray<string> =>

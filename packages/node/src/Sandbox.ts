@@ -521,6 +521,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       const writable =
         active === "workspace-write" && request.access !== "read" ? outermost([root, ...extraWritable]) : []
       const readOnly: Array<string> = []
+      // a workspace that is not writable is still seen, also where the sandbox puts its own /tmp or /run
+      if (!writable.some((w) => within(root, w))) readOnly.push(root)
       for (const w of writable) {
         for (const name of PROTECTED) {
           const p = path.join(w, name)
@@ -620,9 +622,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         // bubblewrap
         const stdio: Array<number | "pipe"> = []
         const release: Array<() => void> = []
-        yield* Effect.addFinalizer(() => Effect.sync(() => {
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
             for (const f of release) f()
-          }))
+          })
+        )
         let seccompFd: number | undefined
         if (filter) {
           const fd = fs.openSync(filterFile, "r")

@@ -70,9 +70,9 @@ const landing = (p: string): string => {
 const describeWrite = (abs: string, ctx: Context): string => {
   const real = landing(abs)
   const shown = real === abs ? abs : `${abs} (a link to ${real})`
+  if (ctx.mode === "read-only") return `write to ${shown}: the sandbox is read-only; only /tmp is writable`
   const ro = ctx.readOnly.find((r) => within(real, r) || within(abs, r))
   if (ro) return `write to ${shown}: ${path.basename(ro)} stays read-only in the sandbox`
-  if (ctx.mode === "read-only") return `write to ${shown}: the sandbox is read-only; only /tmp is writable`
   return `write to ${shown}: outside the writable folders (${[...ctx.writable, "/tmp"].join(", ")})`
 }
 
