@@ -32,11 +32,11 @@ import * as path from "node:path"
 import type { Duplex } from "node:stream"
 import { Redactor } from "@musekit/core"
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import { findOnPath } from "./internal/ripgrep.js"
 import * as Blocked from "./internal/sandbox/blocked.js"
 import { FORWARDER, handleClient, hostMatcher, serveChannel } from "./internal/sandbox/proxy.js"
 import * as Seatbelt from "./internal/sandbox/seatbelt.js"
 import { unixSocketFilter } from "./internal/sandbox/seccomp.js"
-import { findOnPath } from "./internal/textSearch.js"
 
 export const Mode = Schema.Literal("read-only", "workspace-write", "off")
 export type Mode = typeof Mode.Type

@@ -283,6 +283,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
   })
 
@@ -315,6 +316,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       )
     }
     for (const n of prepared.notices) em.note(n)
+    for (const w of prepared.plugins.warnings) em.note(w)
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
@@ -336,5 +338,6 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result)
   })
