@@ -221,7 +221,8 @@ export const make = (
           effect: def.effect,
           summary: def.summarize(params),
           ...(def.command ? { command: def.command(params) } : {}),
-          ...(paths.length > 0 ? { paths } : {})
+          ...(paths.length > 0 ? { paths } : {}),
+          ...(def.unsandboxed?.(params) ? { unsandboxed: true } : {})
         }
         const auto = yield* approvals.check(request)
         if (auto) {
@@ -258,7 +259,8 @@ export const make = (
               scope: a.scope,
               reason: a.reason ?? null,
               // the rule the person confirmed (null: none); once-answers store none and say nothing
-              ...(a.scope === "once" ? {} : { rule: a.rule ?? null })
+              ...(a.scope === "once" ? {} : { rule: a.rule ?? null }),
+              ...(a.unsandboxed ? { unsandboxed: true } : {})
             }
           }),
           outcomeTypes: ["approval.answered"],
@@ -270,7 +272,13 @@ export const make = (
               (d.scope !== "once" && !("rule" in d)
                 ? { tool: def.name, pattern: request.summary, action: d.allow ? "allow" : "deny", scope: d.scope }
                 : undefined)
-            return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined, ...(rule ? { rule } : {}) }
+            return {
+              allow: d.allow,
+              scope: d.scope,
+              reason: d.reason ?? undefined,
+              ...(rule ? { rule } : {}),
+              ...(d.unsandboxed === true ? { unsandboxed: true } : {})
+            }
           }
         })
         const decision = yield* approvals.remember(request, answer)
@@ -326,7 +334,7 @@ export const make = (
     /** Run one tool call end to end; never fails for tool reasons (those go back to the model). */
     const runToolCall = (call: Model.ToolCall, options: SendOptions) =>
       Effect.gen(function* () {
-        const ctx: Tools.CallContext = {
+        let ctx: Tools.CallContext = {
           agent: agentName,
           callId: call.id,
           workspace,
@@ -354,6 +362,8 @@ export const make = (
           params = again.right
         }
         const decision = yield* approve(def, params, call.id, ctx)
+        // only a person's "run unsandboxed" answer takes a call out of the OS sandbox
+        if (decision.unsandboxed === true) ctx = { ...ctx, unsandboxed: true }
         if (!decision.allow) {
           const by =
             decision.by === "rule"

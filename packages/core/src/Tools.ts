@@ -41,6 +41,11 @@ export interface CallContext {
   readonly workspace: Workspace.Service
   /** Stream progress (e.g. shell output) to the UI; not recorded. */
   readonly progress: (chunk: string) => Effect.Effect<void>
+  /**
+   * A person answered "run unsandboxed" for this call (see `Definition.unsandboxed`): the tool
+   * starts its processes outside the OS sandbox. Never set by a rule or a mode.
+   */
+  readonly unsandboxed?: boolean | undefined
 }
 
 export interface Definition<P = any, S = any> {
@@ -67,6 +72,12 @@ export interface Definition<P = any, S = any> {
   /** A preview for approval prompts, e.g. a diff. */
   readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
   /**
+   * Whether the call asks to run outside the OS sandbox (e.g. `run_shell` with `unsandboxed: true`
+   * after the sandbox blocked a command). Such a call always asks, and only a person's "run
+   * unsandboxed" answer lets it out (`CallContext.unsandboxed`).
+   */
+  readonly unsandboxed?: ((params: P) => boolean) | undefined
+  /**
    * The handler only changes in-session state (the crew, the plan, goals), never the world: it runs
    * again on replay and its result is checked against the log instead of served from it.
    */
@@ -92,6 +103,7 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly preview?:
     | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
     | undefined
+  readonly unsandboxed?: ((params: Schema.Struct.Type<F>) => boolean) | undefined
   readonly internal?: boolean | undefined
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
 }
@@ -134,6 +146,7 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     paths: options.paths ?? (() => []),
     command: options.command,
     preview: options.preview,
+    unsandboxed: options.unsandboxed,
     internal: options.internal ?? false,
     fit: options.fit
   }
@@ -143,7 +156,10 @@ export const make = <const F extends Schema.Struct.Fields, S>(
 export type JsonArguments = { readonly [key: string]: unknown }
 
 export interface FromJsonSchemaOptions<S>
-  extends Omit<MakeOptions<{}, S>, "parameters" | "handler" | "summarize" | "paths" | "preview" | "command"> {
+  extends Omit<
+    MakeOptions<{}, S>,
+    "parameters" | "handler" | "summarize" | "paths" | "preview" | "command" | "unsandboxed"
+  > {
   /** The parameters as a JSON schema (of an object), shown to the model as it is. */
   readonly jsonSchema: object
   /**

@@ -37,6 +37,7 @@ import {
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as CodingTools from "./CodingTools.js"
 import * as EventLogFile from "./EventLogFile.js"
+import * as Sandbox from "./Sandbox.js"
 import * as ShellParser from "./ShellParser.js"
 import * as WorkspaceNode from "./WorkspaceNode.js"
 
@@ -67,6 +68,12 @@ export const Config = Schema.Struct({
    * model at most a tenth of it (`Tools.resultBudget`); absent, results reach the model whole.
    */
   contextWindow: Schema.optional(Schema.Number),
+  /**
+   * The OS sandbox commands run in (mode, allowed hosts, more writable or hidden paths). A resume
+   * uses it again; a replay runs no command, so it needs no sandbox. Absent in sessions recorded
+   * before there was one: they resume with the default, `workspace-write`.
+   */
+  sandbox: Schema.optional(Sandbox.Settings),
   /**
    * What plugins found in the world when the session started, by plugin name (the tools each MCP
    * server offered, say): a replay or a resume builds those plugins from this record instead of
@@ -141,6 +148,8 @@ export const config = (options: {
   readonly plugins?: ReadonlyArray<string> | undefined
   /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
   readonly contextWindow?: number | undefined
+  /** The OS sandbox (recorded; see `Config.sandbox`); default `workspace-write`. */
+  readonly sandbox?: Sandbox.Settings | undefined
   /** What plugins found when the session started (recorded; see `Config.discovered`). */
   readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
@@ -158,6 +167,7 @@ export const config = (options: {
   },
   ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
   ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
+  sandbox: options.sandbox ?? Sandbox.defaultSettings,
   ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 
@@ -192,6 +202,8 @@ export interface Services {
   /** Tools instead of the built-in coding tools. */
   readonly tools?: ReadonlyArray<Tools.Definition> | undefined
   readonly toolOptions?: CodingTools.Options | undefined
+  /** Options of the OS sandbox (paths muse keeps read-only or hidden: its config, its state). */
+  readonly sandbox?: Sandbox.Options | undefined
 }
 
 /** A summary of a finished program. */
@@ -208,6 +220,8 @@ export interface State {
   readonly approvals: unknown
   readonly crew: Crew.State | null
   readonly plugins: Record<string, unknown>
+  /** The sandbox mode (changed by `/sandbox <mode>`), when the session has a sandbox. */
+  readonly sandbox?: Sandbox.Mode | undefined
   /** Taken mid-task: the user input whose turn was going on, and where that turn was. */
   readonly turn?: { readonly input: string; readonly state: Agent.TurnState } | undefined
 }
@@ -257,6 +271,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
+    const sandbox = Option.getOrUndefined(yield* Effect.serviceOption(Sandbox.Sandbox))
     /** While restoring, any failure means the checkpoint does not fit: the caller replays the whole log instead. */
     const restoring = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
       restore ? Effect.catchAllDefect(eff, (d) => Effect.fail(unusable(d))) : eff
@@ -267,6 +282,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       yield* restoring(model.checkpoint.restore(restore.model))
       yield* restoring(approvals.checkpoint.restore(restore.approvals))
       yield* restoring(plugins.restore(restore.plugins))
+      if (sandbox && restore.sandbox) yield* sandbox.setMode(restore.sandbox)
     }
     const crew = cfg.crew
       ? yield* restoring(Crew.make({ budget: cfg.budget, restore: restore?.crew ?? undefined }))
@@ -297,6 +313,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
           approvals: yield* approvals.checkpoint.save,
           crew: crewState,
           plugins: pluginStates,
+          ...(sandbox ? { sandbox: yield* sandbox.mode } : {}),
           ...(turn ? { turn } : {})
         } satisfies State
       })
@@ -348,6 +365,19 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         yield* output(`approval mode: ${approve[1]}`)
         continue
       }
+      const sandboxMode = /^\/sandbox(?:\s+(\S+))?\s*$/.exec(text)
+      if (sandboxMode) {
+        const wanted = sandboxMode[1]
+        if (wanted !== undefined && !(Sandbox.modes as ReadonlyArray<string>).includes(wanted)) {
+          yield* output(`usage: /sandbox ${Sandbox.modes.join("|")}`)
+          continue
+        }
+        // replay has no sandbox: the input is recorded, the mode matters only where commands run
+        if (sandbox && wanted !== undefined) yield* sandbox.setMode(wanted as Sandbox.Mode)
+        if (sandbox) yield* output(Sandbox.describe(yield* sandbox.status))
+        else if (wanted !== undefined) yield* output(`sandbox: ${wanted}`)
+        continue
+      }
       if (text === "/exit" || text === "/quit") break
       if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
         const result = yield* (skills.invoke(text) as Effect.Effect<unknown, Skill.SkillError>).pipe(
@@ -383,7 +413,8 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     }),
     workspace,
     Layer.succeed(Tools.Tools, Tools.fromList(tools)),
-    plugins
+    plugins,
+    Sandbox.layer(cfg.sandbox ?? Sandbox.defaultSettings, services.sandbox)
   )
 }
 

@@ -9,6 +9,7 @@
 
 export * as CodingTools from "./CodingTools.js"
 export * as EventLogFile from "./EventLogFile.js"
+export * as Sandbox from "./Sandbox.js"
 export * as SessionRuntime from "./SessionRuntime.js"
 export * as ShellParser from "./ShellParser.js"
 export * as WorkspaceNode from "./WorkspaceNode.js"

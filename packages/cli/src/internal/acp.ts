@@ -9,9 +9,10 @@
  * returns when the session waits for the next input. Approvals are `session/request_permission`;
  * `session/cancel` stops the turn (recorded as interrupted, as Ctrl-C in the terminal) and the
  * session is ready for the next prompt. MCP servers the editor hands over join those of muse's own
- * configuration. When the editor offers terminals, `run_shell` runs in one of them (the editor shows
- * it live with the tool call); the model sees the same tool and result either way, so the log
- * replays the same. Files are read and written by muse itself, on disk.
+ * configuration. When the editor offers terminals and commands run without an OS sandbox (`--sandbox
+ * off`, or none can run here), `run_shell` runs in one of them (the editor shows it live with the
+ * tool call); in the sandbox it runs in muse. The model sees the same tool and result either way, so
+ * the log replays the same. Files are read and written by muse itself, on disk.
  *
  * @example
  * ```json
@@ -24,7 +25,7 @@ import * as path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type * as acp from "@agentclientprotocol/sdk"
 import { type Approvals, Tools as CoreTools, type Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
+import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { plain } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
@@ -467,12 +468,15 @@ class Live {
             ? []
             : yield* EventLogFile.readSession(self.id, { dir: prepared.stateDir }).pipe(Effect.orElseSucceed(() => []))
         self.liveFrom = recorded.length === 0 ? 0 : recorded[recorded.length - 1]!.seq + 1
+        // the editor's terminal runs a command with the user's full rights: only where no OS sandbox would
+        const sandboxed = (prepared.config.sandbox?.mode ?? "workspace-write") !== "off" && Sandbox.detect().available
         const services: SessionRuntime.Services = {
           languageModel: prepared.languageModel,
           plugins: prepared.plugins.plugins,
           tools: Tools.make(recorded).map((d) =>
-            d.name === "run_shell" && self.terminal ? self.shellInTerminal(d) : d
-          )
+            d.name === "run_shell" && self.terminal && !sandboxed ? self.shellInTerminal(d) : d
+          ),
+          sandbox: prepared.sandboxOptions
         }
         const program =
           m === "start"

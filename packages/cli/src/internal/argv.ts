@@ -32,6 +32,7 @@ const flag = (name: string, value: boolean, more: Partial<FlagSpec> = {}): FlagS
 const SESSION_FLAGS: ReadonlyArray<FlagSpec> = [
   flag("model", true, { alias: "m" }),
   flag("approval-mode", true),
+  flag("sandbox", true),
   flag("allow", true, { repeatable: true }),
   flag("deny", true, { repeatable: true }),
   flag("max-turns", true),

@@ -45,6 +45,12 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
         note(`plan not run: no one can approve it in a headless run (use --approval-mode auto)`)
         return { allow: false, scope: "once" as const }
       }
+      if (request.unsandboxed) {
+        const reason =
+          "running a command outside the OS sandbox needs a person's answer; no one can give it in a headless run (allow what it needs with the sandbox settings, or --sandbox off)"
+        note(`denied ${request.tool} outside the sandbox ($ ${request.summary}): ${reason}`)
+        return { allow: false, scope: "once" as const, reason }
+      }
       // the suggestion is the rule a person would be offered, never a pattern made from the command text
       const rule = request.proposal
       const warnings = request.warnings ?? []
@@ -268,7 +274,12 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       config: prepared.config,
       session,
       io,
-      services: { languageModel: prepared.languageModel, plugins: prepared.plugins.plugins, tools: Tools.make([]) },
+      services: {
+        languageModel: prepared.languageModel,
+        plugins: prepared.plugins.plugins,
+        tools: Tools.make([]),
+        sandbox: prepared.sandboxOptions
+      },
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
@@ -321,7 +332,8 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       services: {
         languageModel: prepared.languageModel,
         plugins: prepared.plugins.plugins,
-        tools: Tools.make(prepared.events)
+        tools: Tools.make(prepared.events),
+        sandbox: prepared.sandboxOptions
       },
       dir: prepared.stateDir
     })

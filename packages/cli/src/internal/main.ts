@@ -36,6 +36,12 @@ const shared = {
     Options.withDescription("read-only | ask | auto-edit (default) | auto"),
     Options.optional
   ),
+  sandbox: Options.choice("sandbox", ["workspace-write", "read-only", "off"] as const).pipe(
+    Options.withDescription(
+      "workspace-write (default): commands write only the project and /tmp, no network, secrets hidden | read-only | off"
+    ),
+    Options.optional
+  ),
   allow: Options.text("allow").pipe(
     Options.withDescription(
       'allow a tool call without asking: "<tool>[:<pattern>]", e.g. "run_shell:npm test*" (repeatable)'
@@ -79,6 +85,7 @@ const outputFormat = Options.choice("output-format", ["text", "json", "stream-js
 type SharedValues = {
   readonly model: Option.Option<string>
   readonly approvalMode: Option.Option<(typeof modes)[number]>
+  readonly sandbox: Option.Option<"workspace-write" | "read-only" | "off">
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns: Option.Option<number>
@@ -92,6 +99,7 @@ type SharedValues = {
 const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => ({
   model: Option.getOrUndefined(v.model),
   approvalMode: Option.getOrUndefined(v.approvalMode),
+  sandbox: Option.getOrUndefined(v.sandbox),
   allow: v.allow,
   deny: v.deny,
   maxTurns: Option.getOrUndefined(v.maxTurns),

@@ -156,10 +156,15 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
       const code = r.exit_code
       const head =
         code === 0 ? style.green("⎿ exit 0") : style.red(`⎿ exit ${code ?? "?"}${r.timed_out ? " (timed out)" : ""}`)
+      const sandbox = r.sandbox && typeof r.sandbox === "object" ? r.sandbox : undefined
+      const blocked: ReadonlyArray<unknown> = Array.isArray(sandbox?.blocked) ? sandbox.blocked : []
       return [
         head,
         ...(out.length > 4 ? [style.dim(`  … ${out.length - 4} lines`)] : []),
-        ...tail.map((l: string) => style.dim(`  ${l}`))
+        ...tail.map((l: string) => style.dim(`  ${l}`)),
+        // what the OS sandbox refused, so the user sees why the command failed
+        ...blocked.map((b) => style.yellow(`  ! blocked by the sandbox: ${escapeUnsafe(String(b), style)}`)),
+        ...(sandbox?.mode === "off" ? [style.yellow("  ! ran outside the sandbox (you allowed it)")] : [])
       ]
     }
     if (typeof r.content === "string") {

@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
 import type { Approvals, Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
+import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Effect, Either, type Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
@@ -18,6 +18,8 @@ import * as Trust from "./trust.js"
 export interface Flags {
   readonly model?: string | undefined
   readonly approvalMode?: Approvals.Mode | undefined
+  /** The OS sandbox of shell commands (`--sandbox`). */
+  readonly sandbox?: Sandbox.Mode | undefined
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns?: number | undefined
@@ -47,6 +49,26 @@ export interface Prepared {
   readonly contextWindowSource: string
   /** Lines for the user before the session starts (e.g. that the folder's settings are not used). */
   readonly notices: ReadonlyArray<string>
+  /** What the sandbox keeps read-only (the user's muse config) and hides (the state directory). */
+  readonly sandboxOptions: Sandbox.Options
+}
+
+/** Paths the sandbox protects besides the built-in ones: muse's own config and state. */
+export const sandboxOptions = (loaded: Config.Loaded, stateDir: string): Sandbox.Options => ({
+  readOnly: [path.dirname(loaded.userFile)],
+  hidden: [stateDir]
+})
+
+/**
+ * The line that says commands run without an OS sandbox (none is available here, or it is off),
+ * or nothing when they run in one.
+ */
+export const sandboxNotice = (settings: Sandbox.Settings | undefined): string | undefined => {
+  const mode = settings?.mode ?? "workspace-write"
+  if (mode === "off") return undefined
+  const a = Sandbox.detect()
+  if (a.available) return undefined
+  return `no OS sandbox for shell commands: ${a.reason ?? "none is available"}. Commands run with your full rights, guarded by approvals only (see /status; --sandbox off says you meant it)`
 }
 
 /** Whether the folder's own files take effect in a session (see `trust.ts`). */
@@ -208,6 +230,7 @@ export const prepareNew = (
       ...(mcp ? { discovered: { mcp: mcp.discovery } } : {}),
       model: choice.spec,
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
+      sandbox: Config.sandboxSettings(flags.sandbox, loaded),
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
       instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),
       crew,
@@ -218,16 +241,20 @@ export const prepareNew = (
         ...(budget.wallMs !== undefined ? { wallMs: budget.wallMs } : {})
       }
     })
+    const sandboxed = sandboxNotice(config.sandbox)
+    if (sandboxed) notices.push(sandboxed)
+    const stateDir = Config.stateDir(loaded, env.env)
     return {
       root,
-      stateDir: Config.stateDir(loaded, env.env),
+      stateDir,
       config,
       modelSource: choice.source,
       languageModel,
       plugins: problems.length > 0 ? { ...plugins, warnings: [...plugins.warnings, ...problems] } : plugins,
       loaded,
       contextWindowSource: window.source,
-      notices
+      notices,
+      sandboxOptions: sandboxOptions(loaded, stateDir)
     } satisfies Prepared
   })
 
@@ -296,6 +323,13 @@ export const prepareResume = (
         }; a session keeps its window (start a new one for --context-window ${flags.contextWindow})`
       })
     }
+    const recordedSandbox = config.sandbox?.mode ?? "workspace-write"
+    if (flags.sandbox !== undefined && flags.sandbox !== recordedSandbox) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `session ${session} was recorded with --sandbox ${recordedSandbox}; a resumed session keeps it (change it inside the session with /sandbox ${flags.sandbox})`
+      })
+    }
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
@@ -321,6 +355,7 @@ export const prepareResume = (
       mcp
     })
     const untrusted = untrustedNotice(trust)
+    const sandboxed = sandboxNotice(config.sandbox)
     return {
       root: config.root,
       stateDir,
@@ -330,7 +365,8 @@ export const prepareResume = (
       plugins,
       loaded,
       contextWindowSource: config.contextWindow === undefined ? "the model table" : "the session",
-      notices: untrusted ? [untrusted] : [],
+      notices: [...(untrusted ? [untrusted] : []), ...(sandboxed ? [sandboxed] : [])],
+      sandboxOptions: sandboxOptions(loaded, stateDir),
       events,
       nextSeq
     }

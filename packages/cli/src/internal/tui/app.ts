@@ -9,7 +9,7 @@
  */
 import * as readline from "node:readline"
 import { Approvals, type Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
+import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
@@ -77,6 +77,8 @@ type State =
 const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly description: string }> = [
   { name: "agents", description: "the crew: members, status, current task" },
   { name: "approve", description: "set the approval mode: /approve read-only|ask|auto-edit|auto" },
+  { name: "sandbox", description: "the OS sandbox of shell commands: /sandbox workspace-write|read-only|off" },
+  { name: "status", description: "the session: model, approvals, sandbox (and why there is none)" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
   { name: "mcp", description: "the session's MCP servers: status and tools" },
   { name: "help", description: "this help" },
@@ -99,37 +101,47 @@ const noChoices: ReadonlyArray<Choice> = [
  * "always" only where a saved rule takes effect again (a folder with trusted settings, or none).
  */
 const toolChoices = (request: Approvals.Request, hidden: number, alwaysOk: boolean): ReadonlyArray<Choice> =>
-  hidden > 0
+  request.unsandboxed && hidden === 0
     ? [
-        { key: "v", label: `show all (${hidden} more lines)`, expand: true },
-        ...(request.tool === "/plan"
-          ? [{ key: "n", label: "drop it", answer: { allow: false, scope: "once" } } satisfies Choice]
-          : noChoices)
+        // the only yes is the explicit one: outside the sandbox, this once
+        {
+          key: "u",
+          label: "run unsandboxed",
+          answer: { allow: true, scope: "once", unsandboxed: true }
+        },
+        ...noChoices
       ]
-    : request.tool === "/plan"
+    : hidden > 0
       ? [
-          { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
-          {
-            key: "e",
-            label: "edit…",
-            withText: {
-              prompt: "what to change › ",
-              answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
-            }
-          },
-          {
-            key: "r",
-            label: "reject…",
-            withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
-          },
-          { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+          { key: "v", label: `show all (${hidden} more lines)`, expand: true },
+          ...(request.tool === "/plan"
+            ? [{ key: "n", label: "drop it", answer: { allow: false, scope: "once" } } satisfies Choice]
+            : noChoices)
         ]
-      : [
-          { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
-          ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
-          ...(request.proposal && alwaysOk ? [{ key: "a", label: "yes, always…", confirm: "project" } as const] : []),
-          ...noChoices
-        ]
+      : request.tool === "/plan"
+        ? [
+            { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
+            {
+              key: "e",
+              label: "edit…",
+              withText: {
+                prompt: "what to change › ",
+                answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
+              }
+            },
+            {
+              key: "r",
+              label: "reject…",
+              withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
+            },
+            { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+          ]
+        : [
+            { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
+            ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
+            ...(request.proposal && alwaysOk ? [{ key: "a", label: "yes, always…", confirm: "project" } as const] : []),
+            ...noChoices
+          ]
 
 export class App {
   readonly screen: Screen
@@ -154,6 +166,7 @@ export class App {
   /** Events below this seq were recorded before the current (re)start of the session. */
   replayedBelow = 0
   approvalMode: string
+  sandboxMode: Sandbox.Mode
   exitRequested = false
   cancel: (() => void) | undefined
   hardExit: (() => void) | undefined
@@ -177,6 +190,7 @@ export class App {
     this.style = styleFor(out)
     this.screen = new Screen(out, this.style)
     this.approvalMode = config.approvalMode
+    this.sandboxMode = config.sandbox?.mode ?? "workspace-write"
     this.markdown = new Render.Markdown(this.style)
     this.editor = new Editor((text) => this.completions(text))
   }
@@ -191,6 +205,8 @@ export class App {
     if (!text.startsWith("/")) return []
     const approve = /^\/approve\s+(\S*)$/.exec(text)
     if (approve) return MODES.filter((m) => m.startsWith(approve[1]!)).map((m) => `/approve ${m}`)
+    const sandbox = /^\/sandbox\s+(\S*)$/.exec(text)
+    if (sandbox) return Sandbox.modes.filter((m) => m.startsWith(sandbox[1]!)).map((m) => `/sandbox ${m}`)
     if (/\s/.test(text)) return []
     return this.commandNames()
       .filter((n) => `/${n}`.startsWith(text))
@@ -474,6 +490,33 @@ export class App {
     ]
   }
 
+  /** The sandbox as it stands (the mode set here, what this machine can run). */
+  sandboxStatus(): Sandbox.Status {
+    const settings = this.config.sandbox
+    const availability = Sandbox.detect()
+    return {
+      mode: this.sandboxMode,
+      active: this.sandboxMode !== "off" && availability.available,
+      availability,
+      network: settings?.network?.allow ?? [],
+      writable: settings?.writable ?? [],
+      processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES
+    }
+  }
+
+  statusLines(): Array<string> {
+    const s = this.style
+    const st = this.sandboxStatus()
+    const line = escapeUnsafe(Sandbox.describe(st), s)
+    return [
+      `${s.bold("session")} ${escapeUnsafe(this.session, s)} · ${escapeUnsafe(this.config.root, s)}`,
+      `  model ${escapeUnsafe(this.config.model, s)} · approvals ${escapeUnsafe(this.approvalMode, s)}`,
+      `  ${st.active || st.mode === "off" ? line : s.yellow(line)}`,
+      ...(st.writable.length > 0 ? [s.dim(`  also writable: ${escapeUnsafe(st.writable.join(", "), s)}`)] : []),
+      s.dim("  /sandbox workspace-write|read-only|off changes it; /approve changes the approval mode")
+    ]
+  }
+
   modelLines(): Array<string> {
     const s = this.style
     const info = ModelInfo.lookup(this.config.model)
@@ -533,6 +576,24 @@ export class App {
         case "model":
           this.print([s.cyan(`› ${shown}`), ...this.modelLines(), ""])
           return
+        case "status":
+          this.print([s.cyan(`› ${shown}`), ...this.statusLines(), ""])
+          return
+        case "sandbox":
+          if (arg === "") {
+            this.print([s.cyan(`› ${shown}`), ...this.statusLines(), ""])
+            return
+          }
+          if (!(Sandbox.modes as ReadonlyArray<string>).includes(arg)) {
+            this.print([
+              s.cyan(`› ${shown}`),
+              s.yellow(`usage: /sandbox ${Sandbox.modes.join("|")} (now: ${this.sandboxMode})`),
+              ""
+            ])
+            return
+          }
+          this.sandboxMode = arg as Sandbox.Mode
+          break
         case "mcp": {
           const lines = this.mcpLines ? Effect.runSync(this.mcpLines()) : ["no MCP servers in this session."]
           this.print([s.cyan(`› ${t}`), ...lines, ""])
@@ -590,7 +651,13 @@ export class App {
     this.stopSpinner()
     const s = this.style
     const who = `${s.magenta(escapeUnsafe(request.agent, s))} `
-    const verb = request.effect === "exec" ? "run" : request.effect === "write" ? "change a file" : "use"
+    const verb = request.unsandboxed
+      ? "run OUTSIDE the sandbox"
+      : request.effect === "exec"
+        ? "run"
+        : request.effect === "write"
+          ? "change a file"
+          : "use"
     const command = request.summary.replace(/\n$/, "")
     const multiLine = request.tool === "run_shell" && command.includes("\n")
     const head =
@@ -825,7 +892,9 @@ const welcome = (app: App, prepared: Session.Prepared, session: string, resumed:
   return [
     `${s.bold("muse")} ${s.dim(version())} · ${s.cyan(escapeUnsafe(prepared.config.model, s))} · ${escapeUnsafe(root, s)}`,
     s.dim(
-      `${resumed ? "resumed" : "session"} ${session} · approvals ${prepared.config.approvalMode} · crew ${prepared.config.crew ? "on" : "off"}`
+      `${resumed ? "resumed" : "session"} ${session} · approvals ${prepared.config.approvalMode} · sandbox ${
+        app.sandboxStatus().active ? app.sandboxMode : app.sandboxMode === "off" ? "off" : "unavailable"
+      } · crew ${prepared.config.crew ? "on" : "off"}`
     ),
     s.dim("Type a task, or /help. Ctrl-C cancels a turn, Ctrl-D exits."),
     ...prepared.notices.map((w) => s.yellow(`! ${escapeUnsafe(w, s)}`)),
@@ -1100,7 +1169,8 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     const services = (events: ReadonlyArray<Event.Envelope>): SessionRuntime.Services => ({
       languageModel: prepared.languageModel,
       plugins: prepared.plugins.plugins,
-      tools: Tools.make(events)
+      tools: Tools.make(events),
+      sandbox: prepared.sandboxOptions
     })
 
     let mode: "start" | "resume" = resuming ? "resume" : "start"
