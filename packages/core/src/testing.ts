@@ -232,3 +232,4 @@ export const layerAgentTest = (options: AgentTestOptions = {}) => {
 }
 
 export { EventLog }
+export * as EventLogConformance from "./EventLogConformance.js"
