@@ -478,6 +478,8 @@ export interface SessionInfo {
   readonly events: number
   /** Size in bytes of the stored log. */
   readonly bytes: number
+  /** The text of the first user input, where the store keeps it at hand (absent: not known). */
+  readonly firstInput?: string | null | undefined
 }
 
 export interface OpenOptions {

@@ -231,5 +231,5 @@ export const layerAgentTest = (options: AgentTestOptions = {}) => {
   return layerAgentServices(options).pipe(Layer.provideMerge(recorder))
 }
 
-export { EventLog }
 export * as EventLogConformance from "./EventLogConformance.js"
+export { EventLog }

@@ -185,8 +185,7 @@ const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefin
         ? Effect.succeed(Option.some({ id: `notice-${++n}`, from: NOTICE_FROM, text: text.value }))
         : (crew?.take ?? Effect.succeed(Option.none()))
     ),
-    delivered: (message) =>
-      message.from === NOTICE_FROM || !crew?.delivered ? Effect.void : crew.delivered(message)
+    delivered: (message) => (message.from === NOTICE_FROM || !crew?.delivered ? Effect.void : crew.delivered(message))
   }
 }
 
