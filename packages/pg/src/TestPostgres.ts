@@ -134,11 +134,14 @@ export const start = async (
     const port = await freePort()
     // The shell waits on its stdin: when the starting process closes it (stop) or dies, the
     // server gets a fast shutdown and the folder is removed.
+    // (the shell ignores the signals a terminal or a `timeout` sends to the whole group, so that
+    // it always gets to the clean-up; the server sets handlers of its own)
     const script = [
+      "trap '' INT TERM HUP",
       `"$BIN/initdb" -D "$D/data" -U muse --pwfile="$D/pw" -A scram-sha-256 -E UTF8 --locale=C --no-sync >"$D/initdb.log" 2>&1 || exit 3`,
       `"$BIN/postgres" -D "$D/data" -p "$PORT" -k "$D" -c listen_addresses=127.0.0.1 -c max_connections=${
         options.maxConnections ?? 300
-      } -c fsync=on -c synchronous_commit=on >"$D/server.log" 2>&1 </dev/null &`,
+      } >"$D/server.log" 2>&1 </dev/null &`,
       "pg=$!",
       "cat >/dev/null",
       'kill -INT "$pg" 2>/dev/null',
