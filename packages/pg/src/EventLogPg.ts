@@ -17,7 +17,7 @@
  *   as `LogCorrupted` naming the session and seq, and nothing is changed.
  *
  * Tables (created when missing, in `schema`, default `public`): `muse_sessions`, `muse_events`,
- * `muse_blobs`, `muse_checkpoints`, `muse_submissions` (sessions submitted to a cluster).
+ * `muse_blobs`, `muse_checkpoints`.
  *
  * @example
  * ```ts

@@ -274,6 +274,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       store: prepared.store
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.store, 0, started, result)
   }).pipe(Effect.scoped)
 
@@ -306,6 +307,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       )
     }
     for (const n of prepared.notices) em.note(n)
+    for (const w of prepared.plugins.warnings) em.note(w)
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
@@ -326,5 +328,6 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       store: prepared.store
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.store, fromSeq, started, result)
   }).pipe(Effect.scoped)

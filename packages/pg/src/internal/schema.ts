@@ -11,7 +11,6 @@ export interface Names {
   readonly events: string
   readonly blobs: string
   readonly checkpoints: string
-  readonly submissions: string
 }
 
 /** A schema name as given by a user; refused unless it is a plain identifier. */
@@ -32,7 +31,6 @@ export const names = (schema = "public"): Names => {
     events: `${s}.muse_events`,
     blobs: `${s}.muse_blobs`,
     checkpoints: `${s}.muse_checkpoints`,
-    submissions: `${s}.muse_submissions`
   }
 }
 
@@ -68,20 +66,6 @@ const statements = (n: Names): ReadonlyArray<string> => [
     seq bigint NOT NULL,
     body text NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now()
-  )`,
-  `CREATE TABLE IF NOT EXISTS ${n.submissions} (
-    id text PRIMARY KEY,
-    task text NOT NULL,
-    repo text NOT NULL,
-    base text NOT NULL,
-    options jsonb NOT NULL,
-    status text NOT NULL,
-    runner text,
-    attempts integer NOT NULL DEFAULT 0,
-    exit_code integer,
-    reason text,
-    submitted_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now()
   )`
 ]
 
@@ -90,10 +74,10 @@ export const migrate = (sql: SqlClient.SqlClient, n: Names) =>
   Effect.gen(function* () {
     // a quick look first: the usual case is that they exist, and then no lock is taken
     const found = yield* sql.unsafe<{ n: number }>(
-      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('muse_sessions', 'muse_events', 'muse_blobs', 'muse_checkpoints', 'muse_submissions')`,
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('muse_sessions', 'muse_events', 'muse_blobs', 'muse_checkpoints')`,
       [n.schema]
     )
-    if (found[0]?.n === 5) return
+    if (found[0]?.n === 4) return
     yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* sql.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`)
