@@ -30,7 +30,7 @@ export const names = (schema = "public"): Names => {
     sessions: `${s}.muse_sessions`,
     events: `${s}.muse_events`,
     blobs: `${s}.muse_blobs`,
-    checkpoints: `${s}.muse_checkpoints`,
+    checkpoints: `${s}.muse_checkpoints`
   }
 }
 
