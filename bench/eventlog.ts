@@ -293,7 +293,7 @@ const takeovers = async (url: string, n: number): Promise<Array<number>> => {
   }
   const until = (cond: () => boolean) =>
     new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("takeover: no process opened the session within 30 s")), 30_000)
+      const timer = setTimeout(() => reject(new Error("takeover: no process opened the session within 120 s")), 120_000)
       const check = () => {
         if (!cond()) return
         clearTimeout(timer)

@@ -35,7 +35,7 @@ interface Job {
 interface Proc {
   readonly job: Job
   readonly child: ChildProcess
-  /** A `session.started` event was printed: the session exists in the database. */
+  /** The task's `user.input` event was printed: the session and its task are in the database. */
   started: boolean
   /** The run found the session still held (the killed process's connection not yet dropped). */
   locked: boolean
@@ -121,7 +121,7 @@ describe.skipIf(skip !== undefined)(
             if (!line.startsWith("{")) continue
             const o = JSON.parse(line)
             if (o.kind === "session") job.session ??= o.session
-            if (o.kind === "event" && o.event.type === "session.started") p.started = true
+            if (o.kind === "event" && o.event.type === "user.input") p.started = true
             if (o.kind === "result" && o.status === "completed") job.done = true
             if (o.kind === "result" && /is in use/.test(o.reason ?? "")) p.locked = true
           }
@@ -136,7 +136,8 @@ describe.skipIf(skip !== undefined)(
       while ((queue.length > 0 || running.size > 0) && Date.now() < deadline) {
         while (running.size < SLOTS && queue.length > 0) running.add(launch(queue.shift()!))
         await sleep(100 + Math.random() * 400)
-        // a random process that has a session in the database dies
+        // a random process whose session and task are in the database dies (one killed before its
+        // task was recorded is started again as a new run)
         const killable = [...running].filter((p) => p.started && p.child.exitCode === null)
         if (kills < KILLS && killable.length > 0 && Math.random() < 0.6) {
           const victim = killable[Math.floor(Math.random() * killable.length)]!
