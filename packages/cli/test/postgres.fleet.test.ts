@@ -132,7 +132,7 @@ describe.skipIf(skip !== undefined)(
       const queue = [...jobs]
       const running = new Set<Proc>()
       let kills = 0
-      const deadline = Date.now() + 400_000
+      const deadline = Date.now() + 900_000
       while ((queue.length > 0 || running.size > 0) && Date.now() < deadline) {
         while (running.size < SLOTS && queue.length > 0) running.add(launch(queue.shift()!))
         await sleep(100 + Math.random() * 400)
