@@ -649,19 +649,37 @@ export const sessions = (
     catch: sys("*", "list sessions")
   })
 
-/** A file-backed `EventStore`. */
-export const makeStore = (options: Options = {}): EventLog.StoreService => ({
-  open: (session, opts) => open(session, { ...options, ...opts }),
-  sessions: sessions(options),
-  exists: (session) =>
-    Effect.sync(() => {
-      try {
-        return fs.existsSync(sessionFile(options.dir ?? defaultDir(), session))
-      } catch {
-        return false
-      }
-    })
-})
+/** A file-backed `EventStore`: the sessions, blobs and checkpoints of one state directory. */
+export const makeStore = (options: Options = {}): EventLog.StoreService => {
+  const dir = options.dir ?? defaultDir()
+  const redactor = options.redactor ?? Redactor.none
+  const blobs = makeBlobs(path.join(dir, "blobs"), "*")
+  return {
+    where: path.join(dir, "sessions"),
+    open: (session, opts) => open(session, { ...options, ...opts }),
+    sessions: sessions(options),
+    exists: (session) =>
+      Effect.sync(() => {
+        try {
+          return fs.existsSync(sessionFile(dir, session))
+        } catch {
+          return false
+        }
+      }),
+    read: (session, fromSeq) => readSession(session, { dir, fromSeq }),
+    ends: (session) => readEnds(session, { dir }),
+    getBlob: blobs.get,
+    readCheckpoint: (session) =>
+      Effect.sync(() => {
+        try {
+          return readCheckpoint(dir, session)
+        } catch (e) {
+          return Either.left((e as Error).message)
+        }
+      }),
+    writeCheckpoint: (checkpoint) => writeCheckpoint(dir, checkpoint, redactor)
+  }
+}
 
 /** Redactor for this process: every credential-looking environment variable. */
 export const envRedactor = (env: NodeJS.ProcessEnv = process.env): Redactor.Redactor =>

@@ -184,6 +184,30 @@ export interface Io {
   readonly onTurn?: ((result: Agent.TurnResult) => Effect.Effect<void>) | undefined
   /** Told how a resume starts, before it replays anything. */
   readonly onResume?: ((info: ResumeInfo) => Effect.Effect<void>) | undefined
+  /**
+   * Notices for the main agent from outside the conversation (e.g. that the session moved to
+   * another machine and what did not come along): each is delivered between its steps, like a
+   * crew report, and recorded, so a replay sees it too. Asked only live.
+   */
+  readonly notices?: Effect.Effect<Option.Option<string>> | undefined
+}
+
+/** Who notices come from in the agent's inbox. */
+export const NOTICE_FROM = "muse"
+
+/** The main agent's inbox: the session's notices first, then what the crew reports. */
+const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefined => {
+  const notices = io.notices
+  if (!notices) return crew
+  let n = 0
+  return {
+    take: Effect.flatMap(notices, (text) =>
+      Option.isSome(text)
+        ? Effect.succeed(Option.some({ id: `notice-${++n}`, from: NOTICE_FROM, text: text.value }))
+        : (crew?.take ?? Effect.succeed(Option.none()))
+    ),
+    delivered: (message) => (message.from === NOTICE_FROM || !crew?.delivered ? Effect.void : crew.delivered(message))
+  }
 }
 
 /** How a resume starts. */
@@ -293,7 +317,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         instructions: cfg.instructions,
         budget: cfg.budget,
         extraTools: crew?.tools ?? [],
-        inbox: crew?.inbox,
+        inbox: mainInbox(io, crew?.inbox),
         restore: restore?.main
       })
     )
@@ -440,8 +464,13 @@ export interface StartOptions {
   readonly session: string
   readonly io: Io
   readonly services: Services
-  /** State directory (default `EventLogFile.defaultDir()`). */
+  /** State directory of the file store (default `EventLogFile.defaultDir()`); unused with `store`. */
   readonly dir?: string | undefined
+  /**
+   * Where the session's log, blobs and checkpoints are kept (default: the file store in `dir`).
+   * Any `EventLog.StoreService` works, e.g. `EventLogPg.makeStore` from `@musekit/pg`.
+   */
+  readonly store?: EventLog.StoreService | undefined
   /**
    * Take a checkpoint (`sessions/<id>.checkpoint.json`) at the first idle point after this many
    * events since the last one, so a resume replays only what came after it. Default 1,000; 0 = never.
@@ -452,9 +481,16 @@ export interface StartOptions {
 /** Default events between checkpoints. */
 export const CHECKPOINT_EVERY = 1000
 
-/** Checkpoints of the session whose log is in context, written beside it. */
+/** The store a session runs on: the one given, else the file store of `dir`. */
+export const storeFor = (options: {
+  readonly store?: EventLog.StoreService | undefined
+  readonly dir?: string | undefined
+}): EventLog.StoreService =>
+  options.store ?? EventLogFile.makeStore({ dir: options.dir, redactor: EventLogFile.envRedactor() })
+
+/** Checkpoints of the session whose log is in context, written beside it in its store. */
 const checkpointsFor = (options: {
-  readonly dir: string
+  readonly store: EventLog.StoreService
   readonly every: number
   /** Seq of the checkpoint the run started from (-1: none). */
   readonly from: number
@@ -462,7 +498,6 @@ const checkpointsFor = (options: {
   Effect.gen(function* () {
     if (options.every <= 0) return undefined
     const log = yield* EventLog.EventLog
-    const redactor = EventLogFile.envRedactor()
     let last = options.from
     /** The durable end of the log, when nothing handed out waits to become durable. */
     const end = Effect.flatMap(log.settled, (settled) =>
@@ -482,21 +517,21 @@ const checkpointsFor = (options: {
         Effect.gen(function* () {
           const at = yield* Checkpoint.eventAt(log, seq)
           if (!at) return
-          yield* EventLogFile.writeCheckpoint(
-            options.dir,
-            Checkpoint.make({ session: log.sessionId, at, state }),
-            redactor
-          )
+          yield* options.store.writeCheckpoint(Checkpoint.make({ session: log.sessionId, at, state }))
           last = at.seq
         }).pipe(Effect.ignore) // a checkpoint that could not be written costs only resume speed
     }
   })
 
-/** Start a new session, recording to the durable file log. */
-export const start = (options: StartOptions) =>
+/** The session's log in its store, opened for writing for as long as the program runs. */
+const withLog = (store: EventLog.StoreService, session: string, options?: EventLog.OpenOptions) =>
+  Effect.provide(Layer.scoped(EventLog.EventLog, store.open(session, options)))
+
+/** Start a new session on the log in context (`start` opens it). */
+export const startOn = (options: Omit<StartOptions, "session"> & { readonly store: EventLog.StoreService }) =>
   Effect.gen(function* () {
     const checkpoints = yield* checkpointsFor({
-      dir: options.dir ?? EventLogFile.defaultDir(),
+      store: options.store,
       every: options.checkpointEvery ?? CHECKPOINT_EVERY,
       from: -1
     })
@@ -506,7 +541,13 @@ export const start = (options: StartOptions) =>
       ),
       { onEvent: options.io.onEvent }
     )
-  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
+  })
+
+/** Start a new session, recording to its store (the durable file log by default). */
+export const start = (options: StartOptions) => {
+  const store = storeFor(options)
+  return startOn({ ...options, store }).pipe(withLog(store, options.session, { create: true }))
+}
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -533,7 +574,7 @@ const stateProblem = (u: unknown): string | undefined => {
  * match the log), every event. `ignored` says why a checkpoint file was not used.
  */
 export const restorePoint = (
-  dir: string,
+  store: EventLog.StoreService,
   session: string
 ): Effect.Effect<
   {
@@ -547,7 +588,7 @@ export const restorePoint = (
 > =>
   Effect.gen(function* () {
     const log = yield* EventLog.EventLog
-    const read = EventLogFile.readCheckpoint(dir, session)
+    const read = yield* store.readCheckpoint(session)
     let ignored: string | undefined
     if (Either.isRight(read)) {
       const cp = read.right
@@ -561,20 +602,15 @@ export const restorePoint = (
     return { state: undefined, from: -1, events: yield* EventLog.readAll(log), ignored }
   })
 
-/**
- * Continue a session after a crash or a stop: restore its latest checkpoint (if it matches the
- * log) and replay the events after it — or replay the whole log — then settle what was in flight
- * and go on live.
- */
-export const resume = (
-  options: Omit<StartOptions, "config"> & {
-    readonly config?: Config | undefined
-    /** `false`: ignore the checkpoint and replay the whole log. */
-    readonly useCheckpoint?: boolean | undefined
-  }
-) =>
+export type ResumeOptions = Omit<StartOptions, "config"> & {
+  readonly config?: Config | undefined
+  /** `false`: ignore the checkpoint and replay the whole log. */
+  readonly useCheckpoint?: boolean | undefined
+}
+
+/** Continue the session whose log is in context (`resume` opens it). */
+export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.StoreService }) =>
   Effect.gen(function* () {
-    const dir = options.dir ?? EventLogFile.defaultDir()
     const log = yield* EventLog.EventLog
     const wholeLog = Effect.map(EventLog.readAll(log), (events) => ({ state: undefined, from: -1, events }))
     const run = (point: {
@@ -586,7 +622,7 @@ export const resume = (
       Effect.gen(function* () {
         const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
         const checkpoints = yield* checkpointsFor({
-          dir,
+          store: options.store,
           every: options.checkpointEvery ?? CHECKPOINT_EVERY,
           from: point.from
         })
@@ -602,7 +638,8 @@ export const resume = (
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })
-    const point = options.useCheckpoint === false ? yield* wholeLog : yield* restorePoint(dir, options.session)
+    const point =
+      options.useCheckpoint === false ? yield* wholeLog : yield* restorePoint(options.store, options.session)
     if (!point.state) return yield* run(point)
     // a checkpoint that matches the log but cannot be restored (a role or plugin this run lacks):
     // nothing was recorded yet, so the whole log is replayed instead
@@ -611,12 +648,24 @@ export const resume = (
         Effect.flatMap(wholeLog, (all) => run({ ...all, ignored: e.reason }))
       )
     )
-  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session })))
+  })
+
+/**
+ * Continue a session after a crash or a stop: restore its latest checkpoint (if it matches the
+ * log) and replay the events after it — or replay the whole log — then settle what was in flight
+ * and go on live.
+ */
+export const resume = (options: ResumeOptions) => {
+  const store = storeFor(options)
+  return resumeOn({ ...options, store }).pipe(withLog(store, options.session))
+}
 
 /** Re-run a recorded session with no model and no side effects; `verify` reports the first divergence. */
 export const replay = (options: {
   readonly session: string
   readonly dir?: string | undefined
+  /** The store the session is in (default: the file store of `dir`). */
+  readonly store?: EventLog.StoreService | undefined
   readonly verify?: boolean | undefined
   readonly onEvent?: ((event: Event.Envelope) => Effect.Effect<void>) | undefined
   readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
@@ -625,9 +674,9 @@ export const replay = (options: {
   readonly events?: ReadonlyArray<Event.Envelope> | undefined
 }) =>
   Effect.gen(function* () {
-    const events = options.events ?? (yield* EventLogFile.readSession(options.session, { dir: options.dir }))
+    const store = storeFor(options)
+    const events = options.events ?? (yield* store.read(options.session))
     const cfg = yield* configOf(events)
-    const blobs = EventLogFile.makeBlobs(path.join(options.dir ?? EventLogFile.defaultDir(), "blobs"), options.session)
     const io: Io = {
       input: Effect.succeed(Option.none()),
       prompter: { ask: () => Effect.dieMessage("a person was asked during replay") }
@@ -640,7 +689,7 @@ export const replay = (options: {
     return yield* Session.replay(program(cfg, io, services).pipe(Effect.provide(replayLayer(cfg, io, services))), {
       events,
       verify: options.verify,
-      getBlob: blobs.get,
+      getBlob: store.getBlob,
       onEvent: options.onEvent,
       redactor: EventLogFile.envRedactor()
     })

@@ -56,6 +56,8 @@ export const ConfigFile = Schema.Struct({
   ),
   /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
   stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  /** Where session logs are kept instead of the state directory: a directory or a `postgres://` URL. */
+  log: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
   /**
    * Per model (keyed by `provider/model` as written with --model, or by the model id alone):
    * `contextWindow` in tokens, for models the built-in table does not know or a server that runs

@@ -2,7 +2,7 @@
  * `muse run "<task>"` and `muse resume` without a terminal: one task, no one to ask, output as
  * text, one JSON object, or a stream of JSON lines; an exit code that says how it went.
  */
-import type { Approvals, Event } from "@musekit/core"
+import type { Approvals, Event, EventLog } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeUnsafe, plain, stringifySafe, styleFor, terminalSafe } from "./ansi.js"
@@ -154,6 +154,10 @@ const emitter = (format: OutputFormat, streams: Streams, firstNewSeq: () => numb
   }
 }
 
+/** Where the session is kept, for the first line of stream-json: `stateDir` for a directory, `log` for a database. */
+const where = (location: Session.Prepared["location"]) =>
+  location.kind === "dir" ? { stateDir: location.dir } : { log: location.display }
+
 const sessionErrorMessage = (e: unknown): string => {
   const anyE = e as any
   if (anyE?._tag === "SessionLocked") return `session ${anyE.session} is in use by process ${anyE.pid}`
@@ -180,15 +184,13 @@ const finishRun = (
   options: { readonly format: OutputFormat; readonly streams: Streams },
   em: Emitter,
   session: string,
-  stateDir: string,
+  store: EventLog.StoreService,
   fromSeq: number,
   started: number,
   result: { readonly exit: Exit.Exit<unknown, unknown>; readonly wasInterrupted: boolean }
 ) =>
   Effect.gen(function* () {
-    const fresh = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(
-      Effect.orElseSucceed(() => [])
-    )
+    const fresh = yield* store.read(session, fromSeq).pipe(Effect.orElseSucceed(() => []))
     const outcome = Session.exitCodeOf(fresh)
     let code = outcome.code
     let status = outcome.status
@@ -255,7 +257,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
     const em = emitter(options.format, options.streams, () => 0)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, ...where(prepared.location) })}\n`
       )
     }
     for (const n of prepared.notices) em.note(n)
@@ -280,12 +282,12 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
         tools: Tools.make([]),
         sandbox: prepared.sandboxOptions
       },
-      dir: prepared.stateDir
+      store: prepared.store
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
     yield* prepared.plugins.close
-    return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
-  })
+    return yield* finishRun(options, em, session, prepared.store, 0, started, result)
+  }).pipe(Effect.scoped)
 
 export interface ResumeOptions {
   readonly session: string | undefined
@@ -300,8 +302,8 @@ export interface ResumeOptions {
 export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
     const started = performance.now()
-    const dir = yield* Session.stateDirFor(options.flags, options.env)
-    const session = options.session ?? (yield* Session.latestSession(dir))
+    const session =
+      options.session ?? (yield* Session.latestSession((yield* Session.storeFor(options.flags, options.env)).store))
     const prepared = yield* Session.prepareResume(
       session,
       options.flags,
@@ -312,7 +314,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     const em = emitter(options.format, options.streams, () => fromSeq)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir, resumedAt: fromSeq })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, ...where(prepared.location), resumedAt: fromSeq })}\n`
       )
     }
     for (const n of prepared.notices) em.note(n)
@@ -335,9 +337,9 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
         tools: Tools.make(prepared.events),
         sandbox: prepared.sandboxOptions
       },
-      dir: prepared.stateDir
+      store: prepared.store
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
     yield* prepared.plugins.close
-    return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result)
-  })
+    return yield* finishRun(options, em, session, prepared.store, fromSeq, started, result)
+  }).pipe(Effect.scoped)

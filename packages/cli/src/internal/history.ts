@@ -4,11 +4,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Approvals, Event } from "@musekit/core"
+import { Approvals, Event, type EventLog } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect } from "effect"
 import { escapeUnsafe, jsonSafe, pad, padStart, type Style, truncate, width, wrap } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
+import type * as LogStore from "./logStore.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
@@ -68,15 +69,23 @@ export interface SessionRow {
   readonly bytes: number
 }
 
-export const listSessions = (dir: string): Effect.Effect<ReadonlyArray<SessionRow>, CliError> =>
+export const listSessions = (
+  store: EventLog.StoreService,
+  location: LogStore.Location
+): Effect.Effect<ReadonlyArray<SessionRow>, CliError> =>
   Effect.map(
-    EventLogFile.sessions({ dir }).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: e.message }))
-    ),
+    store.sessions.pipe(Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: e.message }))),
     (list) =>
       list.map((s) => ({
         id: s.id,
-        title: (s.title && s.title.trim() !== "" ? s.title : firstInput(dir, s.id)) ?? "",
+        title:
+          (s.title && s.title.trim() !== ""
+            ? s.title
+            : s.firstInput !== undefined
+              ? s.firstInput
+              : location.kind === "dir"
+                ? firstInput(location.dir, s.id)
+                : null) ?? "",
         started: s.started,
         lastEventAt: s.lastEventAt,
         events: s.events,
@@ -255,7 +264,7 @@ export interface ReplayOptions {
   readonly session?: string | undefined
   readonly example: boolean
   readonly verify: boolean
-  readonly flags: Pick<Session.Flags, "cwd">
+  readonly flags: Pick<Session.Flags, "cwd" | "log">
   readonly env: Session.Env
 }
 
@@ -263,10 +272,11 @@ export interface ReplayOptions {
 export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
     let session: string
-    let dir: string
+    let store: EventLog.StoreService
     let events: ReadonlyArray<Event.Envelope>
     if (options.example) {
-      dir = examplesDir()
+      const dir = examplesDir()
+      store = EventLogFile.makeStore({ dir })
       session = options.session ?? EXAMPLE
       const file = path.join(dir, `${session}.jsonl`)
       if (!fs.existsSync(file)) {
@@ -278,9 +288,9 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       }
       events = yield* readLogFile(file)
     } else {
-      dir = yield* Session.stateDirFor(options.flags, options.env)
-      session = options.session ?? (yield* Session.latestSession(dir))
-      events = (yield* Session.readRecorded(session, dir)).events
+      store = (yield* Session.storeFor(options.flags, options.env)).store
+      session = options.session ?? (yield* Session.latestSession(store))
+      events = (yield* Session.readRecorded(session, store)).events
     }
     printTranscript(events, out)
     if (!options.verify) return ExitCode.Success
@@ -300,7 +310,7 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     const report = yield* (
       Tools.replay({
         session,
-        dir,
+        store,
         verify: true,
         events,
         plugins: plugins.plugins
@@ -332,4 +342,4 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       } in ${Render.fmtDuration(performance.now() - started)}\n`
     )
     return ExitCode.Success
-  })
+  }).pipe(Effect.scoped)

@@ -74,6 +74,12 @@ const shared = {
   cwd: Options.directory("cwd").pipe(
     Options.withDescription("the project directory (default: the current one)"),
     Options.optional
+  ),
+  log: Options.text("log").pipe(
+    Options.withDescription(
+      "where sessions are kept: a directory, or a Postgres database (postgres://user@host/db) (default: MUSE_LOG, the config's log, the state directory)"
+    ),
+    Options.optional
   )
 }
 
@@ -94,6 +100,7 @@ type SharedValues = {
   readonly noWorktrees: boolean
   readonly trust: boolean
   readonly cwd: Option.Option<string>
+  readonly log: Option.Option<string>
 }
 
 const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => ({
@@ -108,6 +115,7 @@ const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => 
   noWorktrees: v.noWorktrees,
   trust: v.trust,
   cwd: Option.getOrUndefined(v.cwd),
+  log: Option.getOrUndefined(v.log),
   script
 })
 
@@ -202,16 +210,25 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       })
   ).pipe(Command.withDescription('Run one task headless (scripts, CI): muse run "fix the failing test"'))
 
+  const readFlags = (v: { readonly cwd: Option.Option<string>; readonly log: Option.Option<string> }) => ({
+    cwd: Option.getOrUndefined(v.cwd),
+    log: Option.getOrUndefined(v.log)
+  })
+
   const sessions = Command.make(
     "sessions",
-    { json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")), cwd: shared.cwd },
+    {
+      json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")),
+      cwd: shared.cwd,
+      log: shared.log
+    },
     (v) =>
       Effect.gen(function* () {
-        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
-        const rows = yield* History.listSessions(dir)
+        const { store, location } = yield* Session.storeFor(readFlags(v), env)
+        const rows = yield* History.listSessions(store, location)
         if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
-        else History.printSessions(rows, out, dir)
-      })
+        else History.printSessions(rows, out, location.display)
+      }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("List recorded sessions, newest first"))
 
   const resume = Command.make(
@@ -246,7 +263,8 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       example: Options.boolean("example").pipe(
         Options.withDescription("the example session shipped with muse (no API key needed)")
       ),
-      cwd: shared.cwd
+      cwd: shared.cwd,
+      log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
@@ -255,7 +273,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
             session: positionals[0],
             example: v.example,
             verify: v.verify,
-            flags: { cwd: Option.getOrUndefined(v.cwd) },
+            flags: readFlags(v),
             env
           },
           out,
@@ -277,19 +295,20 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         Options.optional
       ),
       json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
-      cwd: shared.cwd
+      cwd: shared.cwd,
+      log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
-        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
-        const id = positionals[0] ?? (yield* Session.latestSession(dir))
-        const { events } = yield* Session.readRecorded(id, dir)
+        const { store } = yield* Session.storeFor(readFlags(v), env)
+        const id = positionals[0] ?? (yield* Session.latestSession(store))
+        const { events } = yield* Session.readRecorded(id, store)
         History.printLog(
           events,
           { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json },
           out
         )
-      })
+      }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
 
   const acp = Command.make("acp", shared, (v) =>

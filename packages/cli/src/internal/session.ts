@@ -5,11 +5,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
-import type { Approvals, Event } from "@musekit/core"
-import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
-import { Effect, Either, type Layer } from "effect"
+import type { Approvals, Event, EventLog } from "@musekit/core"
+import { Sandbox, SessionRuntime } from "@musekit/node"
+import { Effect, Either, type Layer, type Scope } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as LogStore from "./logStore.js"
 import * as Mcp from "./mcp.js"
 import * as Model from "./model.js"
 import * as Plugins from "./plugins.js"
@@ -31,6 +32,8 @@ export interface Flags {
   readonly noWorktrees?: boolean | undefined
   /** Use the folder's own settings for this run without asking (`--trust`). */
   readonly trust?: boolean | undefined
+  /** Where sessions are kept: a directory or a `postgres://` URL (`--log`). */
+  readonly log?: string | undefined
   /** Hidden test flag: a scripted model from this file. */
   readonly script?: string | undefined
 }
@@ -39,7 +42,9 @@ export const emptyFlags: Flags = { allow: [], deny: [], noCrew: false }
 
 export interface Prepared {
   readonly root: string
-  readonly stateDir: string
+  /** Where the session's log is kept, and the store there (open while the command runs). */
+  readonly location: LogStore.Location
+  readonly store: EventLog.StoreService
   readonly config: SessionRuntime.Config
   readonly modelSource: string
   readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
@@ -153,18 +158,22 @@ export const prepareNew = (
   title: string,
   decide: Decide,
   options: NewOptions = {}
-): Effect.Effect<Prepared, CliError> =>
+): Effect.Effect<Prepared, CliError, Scope.Scope> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const trust = yield* decide(root)
     const loaded = yield* Config.load(root, env.env, { project: trust.trusted })
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    const store = yield* LogStore.open(location, env.env)
     const notices: Array<string> = []
     const untrusted = untrustedNotice(trust)
     if (untrusted) notices.push(untrusted)
-    if (loaded.project?.stateDir) {
-      notices.push(
-        `${loaded.projectFile} sets stateDir; a project cannot choose where sessions are stored, so it is not used (set it in ${loaded.userFile} or MUSE_HOME)`
-      )
+    for (const key of ["stateDir", "log"] as const) {
+      if (loaded.project?.[key]) {
+        notices.push(
+          `${loaded.projectFile} sets ${key}; a project cannot choose where sessions are stored, so it is not used (set it in ${loaded.userFile}, MUSE_HOME or --log)`
+        )
+      }
     }
     const flagModel = flags.script && !flags.model ? scriptedSpec(flags.script) : flags.model
     const choice = Config.chooseModel(flagModel, loaded, env.env) ?? Model.defaultFor(env.env)
@@ -243,10 +252,10 @@ export const prepareNew = (
     })
     const sandboxed = sandboxNotice(config.sandbox)
     if (sandboxed) notices.push(sandboxed)
-    const stateDir = Config.stateDir(loaded, env.env)
     return {
       root,
-      stateDir,
+      location,
+      store,
       config,
       modelSource: choice.source,
       languageModel,
@@ -254,28 +263,36 @@ export const prepareNew = (
       loaded,
       contextWindowSource: window.source,
       notices,
-      sandboxOptions: sandboxOptions(loaded, stateDir)
+      sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env))
     } satisfies Prepared
   })
 
-/** The state directory for commands that only read sessions. */
-export const stateDirFor = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
+/** The store of the sessions, for commands that only read them (open while the scope lasts). */
+export const storeFor = (
+  flags: Pick<Flags, "cwd" | "log">,
+  env: Env
+): Effect.Effect<
+  { readonly store: EventLog.StoreService; readonly location: LogStore.Location },
+  CliError,
+  Scope.Scope
+> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    return Config.stateDir(loaded, env.env)
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    return { store: yield* LogStore.open(location, env.env), location }
   })
 
-const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
+export const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
   new CliError({
     code: e._tag === "SessionNotFound" ? ExitCode.Usage : ExitCode.Failed,
     message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
   })
 
 /** A recorded session: its events and config. */
-export const readRecorded = (session: string, dir: string) =>
+export const readRecorded = (session: string, store: EventLog.StoreService) =>
   Effect.gen(function* () {
-    const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
+    const events = yield* store.read(session).pipe(Effect.mapError(logError))
     const config = yield* SessionRuntime.configOf(events).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
@@ -294,19 +311,24 @@ export const prepareResume = (
   env: Env,
   decide: Decide,
   options: NewOptions = {}
-): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
+): Effect.Effect<
+  Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number },
+  CliError,
+  Scope.Scope
+> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    const stateDir = Config.stateDir(loaded, env.env)
-    const ends = yield* EventLogFile.readEnds(session, { dir: stateDir }).pipe(Effect.mapError(logError))
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    const store = yield* LogStore.open(location, env.env)
+    const ends = yield* store.ends(session).pipe(Effect.mapError(logError))
     const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
     const nextSeq = (ends.last?.seq ?? -1) + 1
-    const checkpoint = EventLogFile.readCheckpoint(stateDir, session)
+    const checkpoint = yield* store.readCheckpoint(session)
     const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
-    const events = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(Effect.mapError(logError))
+    const events = yield* store.read(session, fromSeq).pipe(Effect.mapError(logError))
     if (flags.model && flags.model !== config.model) {
       return yield* new CliError({
         code: ExitCode.Usage,
@@ -358,7 +380,8 @@ export const prepareResume = (
     const sandboxed = sandboxNotice(config.sandbox)
     return {
       root: config.root,
-      stateDir,
+      location,
+      store,
       config,
       modelSource: "the session",
       languageModel,
@@ -366,7 +389,7 @@ export const prepareResume = (
       loaded,
       contextWindowSource: config.contextWindow === undefined ? "the model table" : "the session",
       notices: [...(untrusted ? [untrusted] : []), ...(sandboxed ? [sandboxed] : [])],
-      sandboxOptions: sandboxOptions(loaded, stateDir),
+      sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env)),
       events,
       nextSeq
     }
@@ -386,12 +409,12 @@ export const recordedMcp = (
     ? Mcp.recorded(config.discovered?.mcp, found, { root: config.root, env })
     : Effect.succeed(undefined)
 
-/** The newest session of a state directory. */
-export const latestSession = (dir: string): Effect.Effect<string, CliError> =>
+/** The newest session of a store. */
+export const latestSession = (store: EventLog.StoreService): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
-    const list = yield* EventLogFile.sessions({ dir }).pipe(Effect.mapError(logError))
+    const list = yield* store.sessions.pipe(Effect.mapError(logError))
     const first = list.find((s) => s.events > 0)
-    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${dir} yet` })
+    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${store.where} yet` })
     return first.id
   })
 

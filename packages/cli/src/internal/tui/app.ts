@@ -1062,11 +1062,12 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     const started = yield* Effect.either(
       Effect.gen(function* () {
         if (options.resume) {
-          const dir = yield* Session.stateDirFor(options.flags, options.env)
-          const session = options.resume.session ?? (yield* Session.latestSession(dir))
+          const session =
+            options.resume.session ??
+            (yield* Session.latestSession((yield* Session.storeFor(options.flags, options.env)).store))
           const prepared = yield* Session.prepareResume(session, options.flags, options.env, decide)
           // the whole session, for the cost so far and the transcript's last lines
-          const past = (yield* Session.readRecorded(session, prepared.stateDir)).events
+          const past = (yield* Session.readRecorded(session, prepared.store)).events
           return { session, prepared: prepared as Session.Prepared, past }
         }
         const session = EventLogFile.newSessionId()
@@ -1178,10 +1179,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     let failure: string | undefined
     app.setBusy(resuming ? "resuming" : "starting")
     while (true) {
-      const recorded =
-        mode === "start"
-          ? []
-          : yield* EventLogFile.readSession(session, { dir: prepared.stateDir }).pipe(Effect.orElseSucceed(() => []))
+      const recorded = mode === "start" ? [] : yield* prepared.store.read(session).pipe(Effect.orElseSucceed(() => []))
       app.replayedBelow = recorded.length
       const program =
         mode === "start"
@@ -1190,9 +1188,9 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
               session,
               io,
               services: services([]),
-              dir: prepared.stateDir
+              store: prepared.store
             })
-          : SessionRuntime.resume({ session, io, services: services(recorded), dir: prepared.stateDir })
+          : SessionRuntime.resume({ session, io, services: services(recorded), store: prepared.store })
       const fiber = yield* Effect.fork(program as Effect.Effect<unknown, unknown>)
       let cancelled = false
       app.cancel = () => {
@@ -1232,4 +1230,4 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       s.dim(`continue it with: muse resume ${session}`)
     ])
     return code
-  })
+  }).pipe(Effect.scoped)
