@@ -250,6 +250,31 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
       })
   )
 
+/**
+ * Write `bytes` to `target` whole or not at all: written to a temporary file, synced, then renamed.
+ * On failure (a full disk) the temporary file is removed, so nothing empty or partial is left behind.
+ */
+const keepAside = (target: string, bytes: Uint8Array) => {
+  const tmp = `${target}.tmp`
+  try {
+    const fd = fs.openSync(tmp, "w", 0o600)
+    try {
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+      fs.fsyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+    fs.renameSync(tmp, target)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true })
+    throw new Error(
+      `could not keep the torn tail of ${path.basename(target).replace(/\.torn-\d+$/, "")} aside (${
+        (e as Error).message
+      }); nothing was cut. Free some disk space and open the session again`
+    )
+  }
+}
+
 interface Scan {
   readonly offsets: Array<number>
   readonly size: number
@@ -287,8 +312,7 @@ export const scanAndRepair = (session: string, file: string): Effect.Effect<Scan
         pos = end + 1
       }
       if (firstBad) {
-        const aside = `${file}.torn-${Date.now()}`
-        fs.writeFileSync(aside, buf.subarray(firstBad.offset), { mode: 0o600 })
+        keepAside(`${file}.torn-${Date.now()}`, buf.subarray(firstBad.offset))
         const fd = fs.openSync(file, "r+")
         try {
           fs.ftruncateSync(fd, firstBad.offset)
@@ -409,23 +433,41 @@ export const open = (
       return yield* new EventLog.SessionNotFound({ session, where: sessionsDir })
     }
     yield* acquireLock(session, `${sessionsDir}/${session}.lock`)
-    const fd = yield* Effect.acquireRelease(
+    // A new session's file is created with its first events in it (written aside, then linked into
+    // place), so a crash never leaves a log without its first write: no empty log, no cut first line.
+    const fresh = `${file}.new`
+    let fd: number | undefined = yield* Effect.try({
+      try: () => {
+        fs.rmSync(fresh, { force: true }) // a first write that died before it was linked into place
+        if (!fs.existsSync(file)) return undefined
+        const fd = fs.openSync(file, "a", 0o600)
+        fs.fchmodSync(fd, 0o600)
+        return fd
+      },
+      catch: sys(session, "open")
+    })
+    yield* Effect.addFinalizer(() => Effect.sync(() => fd !== undefined && fs.closeSync(fd)))
+    const createWith = (bytes: Buffer) =>
       Effect.try({
         try: () => {
-          const existed = fs.existsSync(file)
-          const fd = fs.openSync(file, "a", 0o600)
-          fs.fchmodSync(fd, 0o600)
-          if (!existed) {
-            fs.fsyncSync(fd)
-            fsyncDir(sessionsDir)
+          try {
+            const tmp = fs.openSync(fresh, "w", 0o600)
+            try {
+              for (let off = 0; off < bytes.length; ) off += fs.writeSync(tmp, bytes, off, bytes.length - off)
+              fs.fsyncSync(tmp)
+            } finally {
+              fs.closeSync(tmp)
+            }
+            fs.linkSync(fresh, file)
+          } finally {
+            fs.rmSync(fresh, { force: true })
           }
-          return fd
+          fsyncDir(sessionsDir)
+          fd = fs.openSync(file, "a", 0o600)
         },
-        catch: sys(session, "open")
-      }),
-      (fd) => Effect.sync(() => fs.closeSync(fd))
-    )
-    const scan = yield* scanAndRepair(session, file)
+        catch: sys(session, "write")
+      })
+    const scan: Scan = fd === undefined ? { offsets: [], size: 0 } : yield* scanAndRepair(session, file)
     const offsets = scan.offsets
     let size = scan.size
     const blobs = makeBlobs(path.join(dir, "blobs"), session)
@@ -485,7 +527,8 @@ export const open = (
             lengths.push(Buffer.byteLength(line, "utf8"))
             text += line
           }
-          return Effect.map(writeDurable(fd, Buffer.from(text, "utf8"), session), () => {
+          const bytes = Buffer.from(text, "utf8")
+          return Effect.map(fd === undefined ? createWith(bytes) : writeDurable(fd, bytes, session), () => {
             for (const n of lengths) {
               offsets.push(size)
               size += n
