@@ -135,6 +135,43 @@ export interface Agent {
   readonly save: Effect.Effect<State>
 }
 
+/** A text as an event holds it: inline, or (when large) in the blob store with its size and first characters. */
+export type TextData =
+  | { readonly text: string }
+  | { readonly blob: string; readonly bytes: number; readonly preview: string }
+
+/** Texts larger than this many UTF-8 bytes go to the blob store (tool results too, by default). */
+export const INLINE_BYTES = 32 * 1024
+
+const PREVIEW_CHARS = 512
+
+const encoder = new TextEncoder()
+
+/** Whether `text` takes more than `limit` bytes in UTF-8 (without encoding it when it cannot). */
+const longerThan = (text: string, limit: number) =>
+  text.length > limit || (text.length * 3 > limit && encoder.encode(text).length > limit)
+
+/** `text` as an event should hold it: inline up to `limit` bytes, else in the blob store (redacted like the log). */
+export const storeText = (
+  rec: Recorder.Service,
+  text: string,
+  limit = INLINE_BYTES
+): Effect.Effect<TextData, Recorder.RecorderError> => {
+  if (!longerThan(text, limit)) return Effect.succeed({ text })
+  const bytes = encoder.encode(text)
+  return Effect.map(rec.putBlob(bytes), (blob) => ({
+    blob,
+    bytes: bytes.length,
+    preview: text.slice(0, PREVIEW_CHARS)
+  }))
+}
+
+/** The text an event holds (see `storeText`). */
+export const loadText = (rec: Recorder.Service, data: TextData): Effect.Effect<string, Recorder.RecorderError> =>
+  "text" in data
+    ? Effect.succeed(data.text)
+    : Effect.map(rec.getBlob(data.blob), (bytes) => new TextDecoder().decode(bytes))
+
 const INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished; its effect may be partial"
 
 /** The reply a model sees for a tool call the session stopped in the middle of. */
@@ -185,7 +222,7 @@ export const make = (
     const rec = yield* Recorder.Recorder
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
     const agentName = config.name
-    const inlineLimit = config.inlineResultBytes ?? 32 * 1024
+    const inlineLimit = config.inlineResultBytes ?? INLINE_BYTES
 
     const allTools = [...registry.list, ...plugins.tools, ...(config.extraTools ?? [])]
     const filtered =
@@ -255,9 +292,26 @@ export const make = (
         const out: Record<string, string | null> = {}
         for (const p of paths) {
           const bytes = yield* Effect.orElseSucceed(workspace.read(p), () => null)
-          out[p] = bytes === null ? null : yield* Effect.orElseSucceed(rec.putBlob(bytes), () => null)
+          // kept exactly (a file holding a secret is sealed, not redacted): resume may have to put it back
+          out[p] = bytes === null ? null : yield* Effect.orElseSucceed(rec.putBlob(bytes, { exact: true }), () => null)
         }
         return out
+      })
+
+    /**
+     * A text part too large for the log as a reference to the blob store: its first characters
+     * and, in `options.muse`, the blob and its size. The model gets the whole text (`Model` reads it
+     * back); the log, the history and checkpoints hold only the reference.
+     */
+    const textRef = (part: Prompt.TextPartEncoded) =>
+      Effect.map(storeText(rec, part.text, 0), (stored) => {
+        const ref = stored as Extract<TextData, { blob: string }>
+        const options = (part.options ?? {}) as Record<string, Record<string, unknown> | undefined>
+        return {
+          ...part,
+          text: `${ref.preview}…`,
+          options: { ...options, muse: { ...options.muse, blob: ref.blob, bytes: ref.bytes } }
+        } as Prompt.TextPartEncoded
       })
 
     const encodeResult = (r: Plugin.ToolResult) =>
@@ -447,8 +501,11 @@ export const make = (
     ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
         repairHistory(history)
-        const content: ReadonlyArray<Prompt.UserMessagePartEncoded> =
-          typeof input === "string" ? [{ type: "text", text: input }] : input
+        const content = yield* Effect.forEach(
+          typeof input === "string" ? [{ type: "text" as const, text: input }] : input,
+          (part): Effect.Effect<Prompt.UserMessagePartEncoded, Recorder.RecorderError> =>
+            part.type === "text" && longerThan(part.text, inlineLimit) ? textRef(part) : Effect.succeed(part)
+        )
         const attachments = options.attachments ?? []
         const { value: ready, outcome: readyEvent } = yield* Recorder.stepWith<
           ReadonlyArray<Prompt.UserMessagePartEncoded>,

@@ -207,7 +207,22 @@ const errorMessage = (e: unknown): string => {
 
 const ephemeral = { anthropic: { cacheControl: { type: "ephemeral" as const } } }
 
-/** Resolve `blob:<sha256>` file data to bytes and add prompt-cache breakpoints. */
+/** The blob a text part stands for (`Agent` keeps large input texts in the blob store), if any. */
+const textBlobOf = (p: Prompt.UserMessagePartEncoded): string | undefined => {
+  if (p.type !== "text") return undefined
+  const blob = (p.options as { muse?: { blob?: unknown } } | undefined)?.muse?.blob
+  return typeof blob === "string" ? blob : undefined
+}
+
+/** The part with its text read back from the blob store, without the reference. */
+const withText = (p: Prompt.TextPartEncoded, text: string): Prompt.TextPartEncoded => {
+  const { blob: _blob, bytes: _bytes, ...muse } = (p.options as { muse: Record<string, unknown> }).muse
+  const options = { ...p.options, muse } as Record<string, unknown>
+  if (Object.keys(muse).length === 0) delete options.muse
+  return { ...p, text, options: options as Prompt.TextPartEncoded["options"] }
+}
+
+/** Resolve `blob:<sha256>` file data to bytes, text parts kept in the blob store to their text, and add prompt-cache breakpoints. */
 const toProviderPrompt = (
   system: string,
   messages: ReadonlyArray<Prompt.MessageEncoded>,
@@ -220,7 +235,11 @@ const toProviderPrompt = (
       const hasBlob =
         m.role === "user" &&
         Array.isArray(m.content) &&
-        m.content.some((p) => p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:"))
+        m.content.some(
+          (p) =>
+            (p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:")) ||
+            textBlobOf(p) !== undefined
+        )
       if (!hasBlob) {
         out.push(messageOf(m))
         continue
@@ -228,9 +247,13 @@ const toProviderPrompt = (
       if (m.role === "user" && Array.isArray(m.content)) {
         const content: Array<Prompt.UserMessagePartEncoded> = []
         for (const p of m.content) {
+          const textBlob = textBlobOf(p)
           if (p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:")) {
             const bytes = yield* Effect.orDie(getBlob(p.data.slice(5)))
             content.push({ ...p, data: bytes })
+          } else if (textBlob !== undefined) {
+            const bytes = yield* Effect.orDie(getBlob(textBlob))
+            content.push(withText(p as Prompt.TextPartEncoded, new TextDecoder().decode(bytes)))
           } else content.push(p)
         }
         out.push(Schema.decodeSync(Prompt.Message)({ ...m, content }))

@@ -10,7 +10,8 @@
  * sessions/<id>.lock           pid of the process writing it
  * sessions/<id>.jsonl.torn-<n> bytes cut from a torn tail on open, kept for inspection
  * sessions/<id>.checkpoint.json the session's state at its latest checkpoint (see `Checkpoint`)
- * blobs/<ab>/<sha256>          payloads too large for an event line
+ * blobs/<ab>/<sha256>          payloads too large for an event line (redacted like the log)
+ * blobs/<ab>/<sha256>.sealed   exact copies that hold a secret, encrypted (key: `defaultKeyFile()`)
  * ```
  *
  * @example
@@ -25,7 +26,7 @@
  * }).pipe(Effect.provide(EventLogFile.layer({ session: "demo", create: true })))
  * ```
  */
-import { createHash, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -354,8 +355,97 @@ const parseLines = (text: string): Array<Event.Envelope> => {
   return out
 }
 
-/** Content-addressed blobs, shared by every session of a state directory. */
-export const makeBlobs = (dir: string, session: string) => ({
+/**
+ * Where the key that seals blobs holding a secret is kept: beside the user's configuration
+ * (`$XDG_CONFIG_HOME/muse/blob.key`, else `~/.config/muse/blob.key`), outside the state directory,
+ * so that a copied or shared state directory shows no secret.
+ */
+export const defaultKeyFile = (env: NodeJS.ProcessEnv = process.env): string =>
+  path.join(
+    env.XDG_CONFIG_HOME && env.XDG_CONFIG_HOME !== "" ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config"),
+    "muse",
+    "blob.key"
+  )
+
+/** The 32-byte key in `file`, created (mode 0600) on first use. */
+const sealingKey = (file: string): Buffer => {
+  try {
+    const key = fs.readFileSync(file)
+    if (key.length === 32) return key
+    throw new Error(`${file} is not a key (${key.length} bytes, expected 32)`)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`
+  fs.writeFileSync(tmp, randomBytes(32), { mode: 0o600 })
+  try {
+    fs.linkSync(tmp, file) // whole or not at all; a key made meanwhile by another process wins
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+  return sealingKey(file)
+}
+
+const SEAL_MAGIC = Buffer.from("muse-sealed-1\n", "latin1")
+
+/** `data` encrypted (AES-256-GCM) and bound to its hash: magic, 12-byte nonce, 16-byte tag, ciphertext. */
+const seal = (key: Buffer, hash: string, data: Uint8Array): Buffer => {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv("aes-256-gcm", key, iv)
+  cipher.setAAD(Buffer.from(hash, "latin1"))
+  const body = Buffer.concat([cipher.update(data), cipher.final()])
+  return Buffer.concat([SEAL_MAGIC, iv, cipher.getAuthTag(), body])
+}
+
+const unseal = (key: Buffer, hash: string, sealed: Buffer): Buffer => {
+  if (!sealed.subarray(0, SEAL_MAGIC.length).equals(SEAL_MAGIC)) throw new Error("not a sealed blob")
+  const at = SEAL_MAGIC.length
+  const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(at, at + 12))
+  decipher.setAAD(Buffer.from(hash, "latin1"))
+  decipher.setAuthTag(sealed.subarray(at + 12, at + 28))
+  return Buffer.concat([decipher.update(sealed.subarray(at + 28)), decipher.final()])
+}
+
+/** Write `bytes` to `file` durably: a temporary file, synced, renamed into place, the folder synced. */
+const writeBlobFile = (file: string, bytes: Uint8Array) => {
+  const sub = path.dirname(file)
+  fs.mkdirSync(sub, { recursive: true, mode: 0o700 })
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`
+  try {
+    const fd = fs.openSync(tmp, "w", 0o600)
+    try {
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+      fs.fsyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+    fs.renameSync(tmp, file)
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+  fsyncDir(sub)
+}
+
+/**
+ * Content-addressed blobs, shared by every session of a state directory: `blobs/<ab>/<sha256>`.
+ * Blobs that hold a secret and must be kept exactly (`putSealed`: a file's content before a write,
+ * for a resume to put it back) are encrypted with the key in `keyFile` (see `defaultKeyFile`) and
+ * stored as `blobs/<ab>/<sha256>.sealed`, named by the hash of their plain bytes.
+ */
+export const makeBlobs = (dir: string, session: string, options: { readonly keyFile?: string | undefined } = {}) => ({
+  putSealed: (data: Uint8Array): Effect.Effect<string, EventLog.EventLogError> =>
+    Effect.try({
+      try: () => {
+        const hash = createHash("sha256").update(data).digest("hex")
+        const file = path.join(dir, hash.slice(0, 2), `${hash}.sealed`)
+        if (!fs.existsSync(file)) writeBlobFile(file, seal(sealingKey(options.keyFile ?? defaultKeyFile()), hash, data))
+        return hash
+      },
+      catch: sys(session, "blob write")
+    }),
   put: (data: Uint8Array): Effect.Effect<string, EventLog.EventLogError> =>
     Effect.try({
       try: () => {
@@ -363,17 +453,7 @@ export const makeBlobs = (dir: string, session: string) => ({
         const sub = path.join(dir, hash.slice(0, 2))
         const file = path.join(sub, hash)
         if (fs.existsSync(file) && fs.statSync(file).size === data.byteLength) return hash
-        fs.mkdirSync(sub, { recursive: true, mode: 0o700 })
-        const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`
-        const fd = fs.openSync(tmp, "w", 0o600)
-        try {
-          fs.writeSync(fd, data)
-          fs.fsyncSync(fd)
-        } finally {
-          fs.closeSync(fd)
-        }
-        fs.renameSync(tmp, file)
-        fsyncDir(sub)
+        writeBlobFile(file, data)
         return hash
       },
       catch: sys(session, "blob write")
@@ -386,8 +466,25 @@ export const makeBlobs = (dir: string, session: string) => ({
       try {
         data = fs.readFileSync(file)
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return Effect.fail(new EventLog.BlobNotFound({ hash }))
-        return Effect.fail(sys(session, "blob read")(e))
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") return Effect.fail(sys(session, "blob read")(e))
+        let sealed: Buffer
+        try {
+          sealed = fs.readFileSync(`${file}.sealed`)
+        } catch (e2) {
+          if ((e2 as NodeJS.ErrnoException).code === "ENOENT") return Effect.fail(new EventLog.BlobNotFound({ hash }))
+          return Effect.fail(sys(session, "blob read")(e2))
+        }
+        try {
+          data = unseal(sealingKey(options.keyFile ?? defaultKeyFile()), hash, sealed)
+        } catch (e3) {
+          return Effect.fail(
+            new EventLog.BlobCorrupted({
+              hash,
+              file: `${file}.sealed`,
+              reason: `it cannot be unsealed with the key in ${options.keyFile ?? defaultKeyFile()} (${(e3 as Error).message})`
+            })
+          )
+        }
       }
       const actual = createHash("sha256").update(data).digest("hex")
       if (actual !== hash) {
@@ -407,6 +504,8 @@ export interface Options {
   /** State directory (default `defaultDir()`). */
   readonly dir?: string | undefined
   readonly redactor?: Redactor.Redactor | undefined
+  /** The key that seals blobs holding a secret (default `defaultKeyFile()`, outside the state directory). */
+  readonly keyFile?: string | undefined
 }
 
 const sessionFile = (dir: string, session: string) => {
@@ -470,7 +569,7 @@ export const open = (
     const scan: Scan = fd === undefined ? { offsets: [], size: 0 } : yield* scanAndRepair(session, file)
     const offsets = scan.offsets
     let size = scan.size
-    const blobs = makeBlobs(path.join(dir, "blobs"), session)
+    const blobs = makeBlobs(path.join(dir, "blobs"), session, { keyFile: options.keyFile })
 
     const lineEnd = (seq: number) => (seq + 1 < offsets.length ? offsets[seq + 1]! : size)
     /** The last seq in [seq, last] whose line ends within READ_CHUNK bytes of seq's start (at least seq). */
@@ -537,6 +636,7 @@ export const open = (
         }),
       read: readRange,
       putBlob: blobs.put,
+      putSealed: blobs.putSealed,
       getBlob: blobs.get
     }
     return yield* EventLog.make(backend, { sessionId: session, redactor: options.redactor })

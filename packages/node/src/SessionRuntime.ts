@@ -195,6 +195,11 @@ export interface State {
 export interface ProgramOptions {
   /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
   readonly restore?: State | undefined
+  /**
+   * `session.started` and the first `user.input` are in the log already (`start` writes them in the
+   * write that creates the session): the program goes on from there with this input.
+   */
+  readonly recorded?: { readonly input: string } | undefined
   /** Runs once the program is ready to go on: the state restored (if there was one to restore). */
   readonly ready?: Effect.Effect<void> | undefined
   /**
@@ -231,9 +236,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
   Effect.gen(function* () {
     const rec = yield* Recorder.Recorder
     const restore = options.restore
-    if (!restore) {
-      yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
-    }
+    if (!restore && !options.recorded) yield* rec.append(startedDraft(cfg))
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
@@ -311,17 +314,31 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       if (io.onTurn) yield* io.onTurn(result)
       if (crew) yield* crew.run(main, sendOptions)
     }
+    let first = options.recorded?.input
     while (true) {
       yield* checkpoint()
-      const got = yield* Recorder.poll<string>({
-        agent: "main",
-        type: "user.input",
-        take: io.input,
-        toData: (text) => ({ text }),
-        fromData: (d) => (d as { text: string }).text
-      })
-      if (Option.isNone(got)) break
-      const text = got.value.value.trim()
+      let input: string
+      if (first !== undefined) {
+        input = first
+        first = undefined
+      } else {
+        // a large input goes to the blob store; live, the text at hand is used (not read back)
+        let taken: string | undefined
+        const got = yield* Recorder.poll<Agent.TextData, Recorder.RecorderError>({
+          agent: "main",
+          type: "user.input",
+          take: Effect.flatMap(io.input, (next) => {
+            if (Option.isNone(next)) return Effect.succeed(Option.none())
+            taken = next.value
+            return Effect.map(Agent.storeText(rec, next.value), Option.some)
+          }),
+          toData: (data) => data,
+          fromData: (d) => d as Agent.TextData
+        })
+        if (Option.isNone(got)) break
+        input = taken ?? (yield* Agent.loadText(rec, got.value.value))
+      }
+      const text = input.trim()
       const approve = /^\/approve\s+(read-only|ask|auto-edit|auto)\s*$/.exec(text)
       if (approve) {
         yield* approvals.setMode(approve[1] as Approvals.Mode)
@@ -345,6 +362,12 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     if (crew) yield* crew.shutdown
     return { turns, usage: yield* main.usage } satisfies Outcome
   }).pipe(Effect.scoped)
+
+const startedDraft = (cfg: Config): Event.Draft => ({
+  agent: "main",
+  type: "session.started",
+  data: { title: cfg.title, config: cfg }
+})
 
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
@@ -388,6 +411,12 @@ export interface StartOptions {
   readonly session: string
   readonly io: Io
   readonly services: Services
+  /**
+   * The first user input, recorded as `user.input` in the very write that creates the session (with
+   * `session.started`): a session never exists without the task it was started for. `io.input` is
+   * asked only for the inputs after it.
+   */
+  readonly task?: string | undefined
   /** State directory (default `EventLogFile.defaultDir()`). */
   readonly dir?: string | undefined
   /**
@@ -448,8 +477,20 @@ export const start = (options: StartOptions) =>
       every: options.checkpointEvery ?? CHECKPOINT_EVERY,
       from: -1
     })
+    let recorded: ProgramOptions["recorded"]
+    if (options.task !== undefined) {
+      const log = yield* EventLog.EventLog
+      const rec = Recorder.makeLive(log)
+      const input = yield* Agent.storeText(rec, options.task)
+      const first = yield* log.appendAll([
+        startedDraft(options.config),
+        { agent: "main", type: "user.input", data: input }
+      ])
+      if (options.io.onEvent) for (const e of first) yield* options.io.onEvent(e)
+      recorded = { input: options.task }
+    }
     return yield* Session.run(
-      program(options.config, options.io, options.services, { checkpoints }).pipe(
+      program(options.config, options.io, options.services, { checkpoints, recorded }).pipe(
         Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
       ),
       { onEvent: options.io.onEvent }

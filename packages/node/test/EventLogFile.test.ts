@@ -3,7 +3,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { EventLog } from "@musekit/core"
+import { EventLog, Redactor } from "@musekit/core"
 import { Effect, Exit, Scope } from "effect"
 import { EventLogFile } from "../src/index.js"
 
@@ -188,6 +188,54 @@ describe("EventLogFile", () => {
       expect(fs.readFileSync(file, "utf8")).toBe(damaged)
       expect(fs.readdirSync(path.join(dir, "sessions")).filter((f) => f.includes(".torn-"))).toHaveLength(0)
     })
+  )
+
+  it.effect(
+    "no secret reaches the blob store: outputs are redacted, exact copies are sealed with a key kept elsewhere",
+    () =>
+      Effect.gen(function* () {
+        const dir = tmp()
+        const keyFile = path.join(tmp(), "config", "muse", "blob.key")
+        const redactor = Redactor.make({ secrets: { MY_SERVICE_TOKEN: "tok-0123456789abcdef" } })
+        const secretFile = "const key = 'sk-proj-abcdefghijklmnopqrstuvwx'\nconst t = 'tok-0123456789abcdef'\n"
+        const { exact, output } = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const log = yield* EventLogFile.open("s1", { dir, create: true, redactor, keyFile })
+            const output = yield* log.putBlob(`env:\nMY_SERVICE_TOKEN=tok-0123456789abcdef\n${"x".repeat(40_000)}`)
+            const exact = yield* log.putBlob(secretFile, { exact: true })
+            return { exact, output }
+          })
+        )
+        const files: Array<string> = []
+        const walk = (d: string) => {
+          for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+            const p = path.join(d, e.name)
+            if (e.isDirectory()) walk(p)
+            else files.push(p)
+          }
+        }
+        walk(dir)
+        for (const f of files) {
+          const bytes = fs.readFileSync(f).toString("latin1")
+          expect(bytes).not.toContain("tok-0123456789abcdef")
+          expect(bytes).not.toContain("sk-proj-abcdefghijklmnopqrstuvwx")
+        }
+        expect(files.some((f) => f.endsWith(`${exact}.sealed`))).toBe(true)
+        expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600)
+        // read back: the output redacted, the exact copy exactly
+        const blobs = EventLogFile.makeBlobs(path.join(dir, "blobs"), "s1", { keyFile })
+        expect(new TextDecoder().decode(yield* blobs.get(output))).toContain(
+          "MY_SERVICE_TOKEN=[REDACTED:MY_SERVICE_TOKEN]"
+        )
+        expect(new TextDecoder().decode(yield* blobs.get(exact))).toBe(secretFile)
+        // with another key it cannot be read, and says so
+        const other = path.join(tmp(), "other.key")
+        const err = yield* Effect.flip(
+          EventLogFile.makeBlobs(path.join(dir, "blobs"), "s1", { keyFile: other }).get(exact)
+        )
+        expect(err._tag).toBe("BlobCorrupted")
+        expect(err.message).toContain("cannot be unsealed with the key in")
+      })
   )
 
   it.effect("a truncated blob is reported as corrupted, a missing one as not found", () =>

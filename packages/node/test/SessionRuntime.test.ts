@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Approvals } from "@musekit/core"
 import { inputs, routed, Scripted, scriptedModel } from "@musekit/core/testing"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import { EventLogFile, SessionRuntime } from "../src/index.js"
 
@@ -71,5 +71,47 @@ describe("SessionRuntime", () => {
     fs.writeFileSync(path.join(root, ".muse", "permissions.json"), "{ not json")
     const err2 = await Effect.runPromise(Effect.flip(SessionRuntime.loadProjectRules(root)))
     expect(err2.message).toContain("is not valid JSON")
+  })
+
+  it("the task is recorded in the write that creates the session; a large one goes to the blob store", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-rt-"))
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "muse-rt-state-"))
+    // 3 MiB of task text: each event holds a reference, the model gets it whole
+    const task = `Summarize this log:\n${"line of a very long build log ✓\n".repeat(100_000)}`
+    const sm = scriptedModel([routed({ main: (c) => Scripted.text(`read ${c.lastUser.length} characters`) })])
+    const config = SessionRuntime.config({ root, model: "scripted/test", crew: false, title: "summarize" })
+    const file = path.join(dir, "sessions", "big.jsonl")
+    let firstWrite: Array<string> | undefined
+    const outcome = await Effect.runPromise(
+      SessionRuntime.start({
+        config,
+        session: "big",
+        dir,
+        task,
+        io: {
+          input: Effect.sync(() => Option.none()),
+          prompter: { ask: () => Effect.die("no question expected") },
+          // the first event any observer sees is already on disk together with the task
+          onEvent: () =>
+            Effect.sync(() => {
+              firstWrite ??= fs.readFileSync(file, "utf8").split("\n").filter(Boolean)
+            })
+        },
+        services: { languageModel: sm.layer }
+      })
+    )
+    expect(firstWrite!.map((l) => JSON.parse(l).type)).toEqual(["session.started", "user.input"])
+    expect(outcome.turns[0]!.text).toBe(`read ${task.trim().length} characters`)
+    const size = fs.statSync(file).size
+    expect(size).toBeLessThan(64 * 1024)
+    const events = await Effect.runPromise(EventLogFile.readSession("big", { dir }))
+    const input = events.find((e) => e.type === "user.input")!.data as { blob: string; bytes: number; preview: string }
+    expect(input.bytes).toBe(Buffer.byteLength(task))
+    expect(task.startsWith(input.preview)).toBe(true)
+    const blob = fs.readFileSync(path.join(dir, "blobs", input.blob.slice(0, 2), input.blob), "utf8")
+    expect(blob).toBe(task)
+    // the replay reads the task back from the blob store and reproduces every event
+    const report = await Effect.runPromise(SessionRuntime.replay({ session: "big", dir, verify: true }))
+    expect(report.matched).toBe(events.length)
   })
 })
