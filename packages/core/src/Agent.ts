@@ -26,6 +26,7 @@ import type * as Event from "./Event.js"
 import * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
 import * as Recorder from "./Recorder.js"
+import * as Stop from "./Stop.js"
 import * as Tools from "./Tools.js"
 import * as Workspace from "./Workspace.js"
 
@@ -133,6 +134,11 @@ export interface Agent {
   readonly usage: Effect.Effect<Model.Usage>
   /** The state between turns (call it only when no turn is running). */
   readonly save: Effect.Effect<State>
+  /**
+   * Where the agent's last turn was when it was interrupted (`None` when it was not): `resume`
+   * goes on with it from there.
+   */
+  readonly interrupted: Effect.Effect<Option.Option<TurnState>>
 }
 
 /** A text as an event holds it: inline, or (when large) in the blob store with its size and first characters. */
@@ -179,6 +185,11 @@ export const interruptedToolResult = (tool: string) => ({
   error: `interrupted: the session stopped while ${tool} was running, so its effect may be partial. Check the workspace before running it again.`
 })
 
+/** The reply a model sees for a tool call that was running when a stop was requested (`Stop`). */
+export const stoppedToolResult = (tool: string, reason: string) => ({
+  error: `interrupted (${reason}) while ${tool} was running, so its effect may be partial. Check the workspace before running it again.`
+})
+
 const resultOf = (isFailure: boolean, result: unknown): Plugin.ToolResult => ({ isFailure, result })
 
 const textOf = (parts: ReadonlyArray<Prompt.UserMessagePartEncoded>) =>
@@ -187,22 +198,31 @@ const textOf = (parts: ReadonlyArray<Prompt.UserMessagePartEncoded>) =>
     .map((p) => p.text)
     .join("\n")
 
-/** Every tool result for calls of the last assistant message that has none yet (after an interruption). */
-const repairHistory = (history: Array<Prompt.MessageEncoded>) => {
+/**
+ * The tool message for the calls of the last assistant message when it has none (the turn was
+ * interrupted among them): the results of the calls that finished, an "interrupted" result for the others.
+ */
+const repairHistory = (
+  history: Array<Prompt.MessageEncoded>,
+  finished: ReadonlyArray<Prompt.ToolResultPartEncoded>
+) => {
   const last = history[history.length - 1]
   if (last?.role !== "assistant" || typeof last.content === "string") return
   const calls = last.content.filter((p): p is Prompt.ToolCallPartEncoded => p.type === "tool-call")
   if (calls.length === 0) return
   history.push({
     role: "tool",
-    content: calls.map((c) => ({
-      type: "tool-result" as const,
-      id: c.id,
-      name: c.name,
-      isFailure: true,
-      result: { error: INTERRUPTED_RESULT },
-      providerExecuted: false
-    }))
+    content: calls.map(
+      (c) =>
+        finished.find((r) => r.id === c.id) ?? {
+          type: "tool-result" as const,
+          id: c.id,
+          name: c.name,
+          isFailure: true,
+          result: { error: INTERRUPTED_RESULT },
+          providerExecuted: false
+        }
+    )
   })
 }
 
@@ -221,6 +241,7 @@ export const make = (
     const workspace = config.workspace ?? (yield* Workspace.Workspace)
     const rec = yield* Recorder.Recorder
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     const agentName = config.name
     const inlineLimit = config.inlineResultBytes ?? INLINE_BYTES
 
@@ -236,6 +257,32 @@ export const make = (
     const tools = Tools.fromList(filtered)
 
     const history: Array<Prompt.MessageEncoded> = [...(config.restore?.history ?? [])]
+    /** Results of the tool calls of the step in progress, until they go into the history together. */
+    let stepResults: Array<Prompt.ToolResultPartEncoded> = []
+    /** Where the turn in progress is (updated at each step); kept when the turn is interrupted. */
+    let turnNow: TurnState | undefined
+    let interruptedTurn: TurnState | undefined
+
+    /**
+     * Stop here if a stop was requested (live) or the log shows the turn was interrupted here
+     * (replaying): the two always agree, because a live stop takes effect only at these points.
+     */
+    const stopPoint = Effect.gen(function* () {
+      const requested = yield* stop.requested
+      if (Option.isSome(requested))
+        return yield* new Recorder.Interrupted({ seq: -1, agent: agentName, reason: requested.value })
+      const next = yield* rec.peek(agentName)
+      if (Option.isSome(next) && next.value.type === Recorder.INTERRUPTED)
+        return yield* Recorder.interruptedAt(next.value)
+    })
+    /** `effect`, unless a stop is requested first: then it is interrupted and the turn stops. */
+    const stoppable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Recorder.Interrupted, R> =>
+      Effect.raceFirst(
+        effect,
+        Effect.flatMap(stop.await, (reason) =>
+          Effect.fail(new Recorder.Interrupted({ seq: -1, agent: agentName, reason }))
+        )
+      )
     /** Leading history messages that are the same objects as at the previous model call. */
     let stable = config.restore?.stable ?? 0
     const totalUsage = yield* Ref.make(config.restore?.usage ?? Model.emptyUsage)
@@ -257,7 +304,7 @@ export const make = (
           yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto }, null, false)
           return auto
         }
-        const { value: answer } = yield* Recorder.stepWith<Approvals.Answer, never, never>(rec, {
+        const { value: answer } = yield* Recorder.stepWith<Approvals.Answer, Recorder.Interrupted, never>(rec, {
           agent: agentName,
           intent: {
             type: "approval.requested",
@@ -269,7 +316,7 @@ export const make = (
             : undefined,
           run: (intent) => {
             const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
-            return prompter.ask({ ...request, preview: preview ?? undefined })
+            return stoppable(prompter.ask({ ...request, preview: preview ?? undefined }))
           },
           outcome: (a) => ({
             type: "approval.answered",
@@ -338,6 +385,7 @@ export const make = (
           workspace,
           progress: (chunk) => (options.onToolOutput ? options.onToolOutput(call.id, chunk) : Effect.void)
         }
+        yield* stopPoint
         const reject = (reason: string) =>
           Effect.as(
             record("tool.rejected", { callId: call.id, tool: call.name, reason }),
@@ -423,7 +471,13 @@ export const make = (
                   Effect.succeed(
                     resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
                   )
-                )
+                ),
+                // a stop interrupts the tool and settles it: the outcome says so, the turn stops after it
+                (handled) =>
+                  Effect.raceFirst(
+                    handled,
+                    Effect.map(stop.await, (reason) => resultOf(true, stoppedToolResult(def.name, reason)))
+                  )
               )
               .pipe(Effect.flatMap(store)),
           outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
@@ -500,7 +554,8 @@ export const make = (
       options: SendOptions
     ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
-        repairHistory(history)
+        repairHistory(history, stepResults)
+        stepResults = []
         const content = yield* Effect.forEach(
           typeof input === "string" ? [{ type: "text" as const, text: input }] : input,
           (part): Effect.Effect<Prompt.UserMessagePartEncoded, Recorder.RecorderError> =>
@@ -550,21 +605,24 @@ export const make = (
         let parent = state.parent
         let malformedRetries = state.malformedRetries
         let overflowRetried = state.overflowRetried
+        const now = (): TurnState => ({
+          startedAt,
+          lastAt,
+          budget,
+          usage,
+          steps,
+          toolCalls,
+          text,
+          parent,
+          malformedRetries,
+          overflowRetried
+        })
+        repairHistory(history, stepResults)
+        stepResults = []
         while (true) {
-          if (options.atStep) {
-            yield* options.atStep({
-              startedAt,
-              lastAt,
-              budget,
-              usage,
-              steps,
-              toolCalls,
-              text,
-              parent,
-              malformedRetries,
-              overflowRetried
-            })
-          }
+          turnNow = now()
+          yield* stopPoint
+          if (options.atStep) yield* options.atStep(turnNow)
           const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
           if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
           const delivered = yield* Recorder.pollWith<InboxMessage>(rec, {
@@ -609,16 +667,18 @@ export const make = (
             })
           yield* compact(overflowRetried)
           const result: Either.Either<Model.Result, Model.ModelError | Recorder.RecorderError> = yield* Effect.either(
-            model.generate(
-              {
-                agent: agentName,
-                parent,
-                system: config.instructions,
-                messages: history,
-                tools: tools.list,
-                stablePrefix: stable
-              },
-              { onDelta: options.onText }
+            stoppable(
+              model.generate(
+                {
+                  agent: agentName,
+                  parent,
+                  system: config.instructions,
+                  messages: history,
+                  tools: tools.list,
+                  stablePrefix: stable
+                },
+                { onDelta: options.onText }
+              )
             )
           )
           if (result._tag === "Left") {
@@ -658,14 +718,14 @@ export const make = (
           yield* Ref.update(totalUsage, (u) => Model.addUsage(u, reply.usage))
           history.push(Model.assistantMessage(reply))
           if (reply.text) text = reply.text
+          turnNow = now()
           if (reply.toolCalls.length === 0) {
             return { status: "completed" as const, text, usage, steps, toolCalls }
           }
-          const results: Array<Prompt.ToolResultPartEncoded> = []
           for (const call of reply.toolCalls) {
             toolCalls++
             const r = yield* runToolCall(call, options)
-            results.push({
+            stepResults.push({
               type: "tool-result",
               id: call.id,
               name: call.name,
@@ -673,8 +733,10 @@ export const make = (
               result: r.result as any,
               providerExecuted: false
             })
+            turnNow = now()
           }
-          history.push({ role: "tool", content: results })
+          history.push({ role: "tool", content: stepResults })
+          stepResults = []
         }
       })
 
@@ -683,21 +745,26 @@ export const make = (
       run: Effect.Effect<TurnResult, Recorder.RecorderError>
     ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
+        interruptedTurn = undefined
         const outcome = yield* Effect.either(run)
         if (outcome._tag === "Left") {
           if (outcome.left._tag === "Interrupted") {
-            yield* record(Recorder.INTERRUPTED, { reason: "interrupted" })
+            const reason = outcome.left.reason ?? "interrupted"
+            yield* record(Recorder.INTERRUPTED, { reason })
+            interruptedTurn = turnNow
+            turnNow = undefined
             return {
               status: "interrupted" as const,
-              text: "",
-              usage: Model.emptyUsage,
-              steps: 0,
-              toolCalls: 0,
-              reason: "interrupted"
+              text: interruptedTurn?.text ?? "",
+              usage: interruptedTurn?.usage ?? Model.emptyUsage,
+              steps: interruptedTurn?.steps ?? 0,
+              toolCalls: interruptedTurn?.toolCalls ?? 0,
+              reason
             }
           }
           return yield* Effect.fail(outcome.left)
         }
+        turnNow = undefined
         const r = outcome.right
         yield* record("turn.completed", {
           status: r.status,
@@ -719,6 +786,12 @@ export const make = (
       resume,
       history: Effect.sync(() => [...history]),
       usage: Ref.get(totalUsage),
-      save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage }))
+      save: Effect.map(Ref.get(totalUsage), (usage) => {
+        // the tool results of an interrupted step go into the history now, as the next turn would put them
+        repairHistory(history, stepResults)
+        stepResults = []
+        return { history: [...history], stable, usage }
+      }),
+      interrupted: Effect.sync(() => Option.fromNullable(interruptedTurn))
     } satisfies Agent
   })

@@ -52,18 +52,31 @@ export class ReplayEnded extends Schema.TaggedError<ReplayEnded>("@musekit/core/
   }
 }
 
-/** The log shows that the turn was interrupted here (replaying a Ctrl-C). */
+/**
+ * The turn stops here: a stop was requested (`Stop`; `seq` is -1), or the log shows that the turn
+ * was interrupted here (replaying a Ctrl-C; `seq` is that of the recorded `turn.interrupted`).
+ */
 export class Interrupted extends Schema.TaggedError<Interrupted>("@musekit/core/Interrupted")("Interrupted", {
   seq: Schema.Number,
-  agent: Schema.String
+  agent: Schema.String,
+  /** Why (the stop request's reason, or the one the log recorded). */
+  reason: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `the turn of agent ${this.agent} was interrupted (seq ${this.seq})`
+    return `the turn of agent ${this.agent} was interrupted${this.reason ? ` (${this.reason})` : ""}${
+      this.seq >= 0 ? ` at seq ${this.seq}` : ""
+    }`
   }
 }
 
 /** Event type recorded when a turn is interrupted (e.g. Ctrl-C). */
 export const INTERRUPTED = "turn.interrupted"
+
+/** The `Interrupted` a recorded `turn.interrupted` event stands for. */
+export const interruptedAt = (e: Event.Envelope): Interrupted => {
+  const reason = (e.data as { reason?: unknown } | null)?.reason
+  return new Interrupted({ seq: e.seq, agent: e.agent, ...(typeof reason === "string" ? { reason } : {}) })
+}
 
 export type RecorderError = Divergence | ReplayEnded | Interrupted | EventLog.EventLogError
 
@@ -312,9 +325,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     const q = queues.get(draft.agent)
     if (q === undefined || q.cursor >= q.events.length) return undefined
     const expected = q.events[q.cursor]!
-    if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
-      return new Interrupted({ seq: expected.seq, agent: draft.agent })
-    }
+    if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) return interruptedAt(expected)
     if (!sameAs(draft, expected, redactor, checks)) {
       return new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
     }
@@ -504,7 +515,7 @@ const afterIntent = <A, E, R>(
     }
     const next = yield* rec.peek(options.agent)
     if (Option.isSome(next) && next.value.type === INTERRUPTED) {
-      return yield* new Interrupted({ seq: next.value.seq, agent: options.agent })
+      return yield* interruptedAt(next.value)
     }
     if (Option.isSome(next)) {
       return yield* new Divergence({

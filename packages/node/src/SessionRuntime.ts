@@ -31,6 +31,7 @@ import {
   Recorder,
   Session,
   Skill,
+  Stop,
   Tools,
   Workspace
 } from "@musekit/core"
@@ -154,10 +155,17 @@ export interface Io {
   readonly onTurn?: ((result: Agent.TurnResult) => Effect.Effect<void>) | undefined
   /** Told how a resume starts, before it replays anything. */
   readonly onResume?: ((info: ResumeInfo) => Effect.Effect<void>) | undefined
+  /**
+   * The session's stop button (Ctrl-C, SIGINT, SIGTERM): a request stops the main agent's turn and
+   * every crew member's; reports that come after it wait for the next input.
+   */
+  readonly stop?: Stop.Service | undefined
 }
 
 /** How a resume starts. */
 export interface ResumeInfo {
+  /** The seq the session goes on live from (the log's length when it was opened). */
+  readonly nextSeq: number
   /** Seq of the checkpoint restored, or `null` when the whole log is replayed. */
   readonly checkpoint: number | null
   /** Events replayed before the session goes on live. */
@@ -219,6 +227,15 @@ export interface ProgramOptions {
     | undefined
 }
 
+/** The log holds no `session.started`: the session stopped before its start (and its task) was recorded. */
+export class EmptySession extends Schema.TaggedError<EmptySession>("@musekit/node/EmptySession")("EmptySession", {
+  session: Schema.String
+}) {
+  override get message() {
+    return `session ${this.session} has no task: it stopped before its task was recorded, so there is nothing to resume or replay`
+  }
+}
+
 /** The checkpoint being restored does not fit this session (its state names what is not there). */
 export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>("@musekit/node/CheckpointUnusable")(
   "CheckpointUnusable",
@@ -240,6 +257,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     /** While restoring, any failure means the checkpoint does not fit: the caller replays the whole log instead. */
     const restoring = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
       restore ? Effect.catchAllDefect(eff, (d) => Effect.fail(unusable(d))) : eff
@@ -287,6 +305,8 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const checkpoint = (turn?: State["turn"]) =>
       Effect.gen(function* () {
         if (!options.checkpoints || (yield* rec.replaying("main"))) return
+        // an interrupted turn is continued by the next resume: from the log, not from a checkpoint
+        if (!turn && Option.isSome(yield* main.interrupted)) return
         const seq = yield* options.checkpoints.due
         if (seq === undefined) return
         const state = yield* save(turn)
@@ -353,11 +373,38 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         )
         if (typeof result === "string") yield* output(result)
       } else {
-        const result = yield* main.send(text, taskOptions(text))
+        let result = yield* main.send(text, taskOptions(text))
+        // A turn interrupted in an earlier run goes on when the session is resumed (recorded as
+        // `turn.resumed`); one stopped now (a stop is pending) waits for the person.
+        while (result.status === "interrupted") {
+          const resumed = yield* Recorder.poll<{ readonly reason: string }>({
+            agent: "main",
+            type: "turn.resumed",
+            take: Effect.map(stop.requested, (pending) =>
+              Option.isSome(pending) ? Option.none() : Option.some({ reason: "the session was resumed" })
+            ),
+            toData: (d) => d,
+            fromData: (d) => d as { readonly reason: string }
+          })
+          const at = yield* main.interrupted
+          if (Option.isNone(resumed) || Option.isNone(at)) break
+          const state = at.value
+          const resumedAt = resumed.value.event.at
+          result = yield* main.resume(
+            // the time budget counts the time the turn ran, not the time it lay interrupted
+            { ...state, startedAt: resumedAt - (state.lastAt - state.startedAt), lastAt: resumedAt },
+            taskOptions(text)
+          )
+        }
         turns.push(result)
         if (io.onTurn) yield* io.onTurn(result)
       }
       if (crew) yield* crew.run(main, sendOptions)
+      if (Option.isSome(yield* stop.requested)) {
+        // everything stops before the next input: each crew member's turn ends, then the request is done
+        if (crew) yield* crew.quiet
+        yield* stop.clear
+      }
     }
     if (crew) yield* crew.shutdown
     return { turns, usage: yield* main.usage } satisfies Outcome
@@ -385,6 +432,7 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     }),
     workspace,
     Layer.succeed(Tools.Tools, Tools.fromList(tools)),
+    Layer.succeed(Stop.Stop, io.stop ?? Stop.never),
     plugins
   )
 }
@@ -573,6 +621,9 @@ export const resume = (
       readonly ignored?: string | undefined
     }) =>
       Effect.gen(function* () {
+        if (!options.config && !point.state && !point.events.some((e) => e.type === "session.started")) {
+          return yield* new EmptySession({ session: options.session })
+        }
         const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
         const checkpoints = yield* checkpointsFor({
           dir,
@@ -580,6 +631,7 @@ export const resume = (
           from: point.from
         })
         const ready = options.io.onResume?.({
+          nextSeq: (yield* log.lastSeq) + 1,
           checkpoint: point.state ? point.from : null,
           replaying: point.events.length,
           ignored: point.ignored ?? null
@@ -615,6 +667,7 @@ export const replay = (options: {
 }) =>
   Effect.gen(function* () {
     const events = options.events ?? (yield* EventLogFile.readSession(options.session, { dir: options.dir }))
+    if (!events.some((e) => e.type === "session.started")) return yield* new EmptySession({ session: options.session })
     const cfg = yield* configOf(events)
     const blobs = EventLogFile.makeBlobs(path.join(options.dir ?? EventLogFile.defaultDir(), "blobs"), options.session)
     const io: Io = {

@@ -1,7 +1,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { Approvals } from "@musekit/core"
+import { type Approvals, Stop } from "@musekit/core"
 import { inputs, routed, Scripted, scriptedModel } from "@musekit/core/testing"
 import { Effect, Option } from "effect"
 import { describe, expect, it } from "vitest"
@@ -113,5 +113,72 @@ describe("SessionRuntime", () => {
     // the replay reads the task back from the blob store and reproduces every event
     const report = await Effect.runPromise(SessionRuntime.replay({ session: "big", dir, verify: true }))
     expect(report.matched).toBe(events.length)
+  })
+
+  it("a stop mid-tool ends the turn with the tool settled; resume goes on with that turn; the log replays", async () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-rt-"))
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "muse-rt-state-"))
+    const sm = () =>
+      scriptedModel([
+        routed({
+          main: (c) =>
+            c.turn === 0
+              ? Scripted.toolCalls([{ id: "s1", name: "run_shell", params: { command: "sleep 30" } }])
+              : Scripted.text(`after the stop: ${(c.lastResults[0]?.result as { error?: string })?.error ?? "?"}`)
+        })
+      ])
+    const config = SessionRuntime.config({ root, model: "scripted/test", approvalMode: "auto", crew: false })
+    const stop = await Effect.runPromise(Stop.make)
+    const io = (events: Array<string>, stopAtTool = false): SessionRuntime.Io => ({
+      input: Effect.sync(() => Option.none()),
+      prompter: { ask: () => Effect.die("no question expected") },
+      stop,
+      onEvent: (e) =>
+        Effect.gen(function* () {
+          events.push(e.type)
+          if (stopAtTool && e.type === "tool.started") yield* stop.request("stopped by SIGINT")
+        })
+    })
+    const seen: Array<string> = []
+    const started = Date.now()
+    const first = await Effect.runPromise(
+      SessionRuntime.start({
+        config,
+        session: "s",
+        dir,
+        task: "wait",
+        io: io(seen, true),
+        services: { languageModel: sm().layer }
+      })
+    )
+    expect(Date.now() - started).toBeLessThan(20_000)
+    expect(first.turns[0]).toMatchObject({ status: "interrupted", reason: "stopped by SIGINT" })
+    const log1 = await Effect.runPromise(EventLogFile.readSession("s", { dir }))
+    expect(log1.slice(-2).map((e) => e.type)).toEqual(["tool.completed", "turn.interrupted"])
+    expect((log1.at(-2)!.data as any).result.error).toContain("interrupted (stopped by SIGINT) while run_shell")
+    // no process left behind: the lock is gone
+    expect(fs.existsSync(path.join(dir, "sessions", "s.lock"))).toBe(false)
+
+    const again: Array<string> = []
+    const resumed = await Effect.runPromise(
+      SessionRuntime.resume({ session: "s", dir, io: io(again), services: { languageModel: sm().layer } })
+    )
+    expect(resumed.turns.at(-1)).toMatchObject({ status: "completed" })
+    expect(resumed.turns.at(-1)!.text).toContain("after the stop: interrupted (stopped by SIGINT)")
+    const log2 = await Effect.runPromise(EventLogFile.readSession("s", { dir }))
+    expect(log2.slice(log1.length).map((e) => e.type)).toEqual([
+      "turn.resumed",
+      "model.requested",
+      "model.responded",
+      "turn.completed"
+    ])
+    // resuming again finds nothing left to do, and the whole log replays
+    const third = await Effect.runPromise(
+      SessionRuntime.resume({ session: "s", dir, io: io([]), services: { languageModel: sm().layer } })
+    )
+    expect((await Effect.runPromise(EventLogFile.readSession("s", { dir }))).length).toBe(log2.length)
+    expect(third.turns.at(-1)!.status).toBe("completed")
+    const report = await Effect.runPromise(SessionRuntime.replay({ session: "s", dir, verify: true }))
+    expect(report.matched).toBe(log2.length)
   })
 })
