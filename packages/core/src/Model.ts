@@ -41,12 +41,35 @@ export const isOverflow = (message: string): boolean =>
     message
   )
 
-/** A short account of why a reply could not be decoded. */
-export const describeMalformed = (e: unknown): string => {
+/** The raw parts a decode error of @effect/ai holds (what the provider sent, before decoding). */
+const rawParts = (e: unknown): ReadonlyArray<unknown> => {
+  for (let cur: any = e, i = 0; cur && i < 4; cur = cur.cause, i++) {
+    const actual = cur.issue?.actual
+    if (actual && typeof actual === "object") {
+      if (Array.isArray(actual)) return actual
+      if (Symbol.iterator in actual) return [...(actual as Iterable<unknown>)]
+    }
+  }
+  return []
+}
+
+/**
+ * A short account of why a reply could not be decoded. A call to a tool that is not among
+ * `tools` is named (@effect/ai's own error is a dump of the whole response schema).
+ */
+export const describeMalformed = (e: unknown, tools?: ReadonlyArray<string>): string => {
   const text = errorMessage(e)
+  if (tools !== undefined) {
+    const call = rawParts(e).find(
+      (p: any) => p?.type === "tool-call" && typeof p.name === "string" && !tools.includes(p.name)
+    ) as { name: string } | undefined
+    if (call) return `the reply called a tool named ${JSON.stringify(call.name)}, which does not exist`
+  }
   const unknownTool = /ToolCallPart[\s\S]*?actual \\?"([^"\\]+)\\?"/.exec(text)
   if (unknownTool) return `the reply called a tool named "${unknownTool[1]}", which does not exist`
   const first = text.split("\n")[0] ?? text
+  // a provider's own account (the models package words them) needs no prefix; a schema dump is cut short
+  if (!/Chunk<|ParseError|Expected |MalformedOutput \{/.test(first)) return first.slice(0, 500)
   return `the reply could not be decoded: ${first.slice(0, 300)}`
 }
 
@@ -373,7 +396,13 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
             e instanceof ModelError
               ? { error: e.message, malformed: false }
               : isMalformed(e)
-                ? { error: describeMalformed(e), malformed: true }
+                ? {
+                    error: describeMalformed(
+                      e,
+                      request.tools.map((t) => t.name)
+                    ),
+                    malformed: true
+                  }
                 : { error: errorMessage(e), malformed: false }
           )
         )
