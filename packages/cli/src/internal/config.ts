@@ -33,7 +33,18 @@ export const ConfigFile = Schema.Struct({
     })
   ),
   /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
-  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1)))
+  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  /**
+   * Per model (keyed by `provider/model` as written with --model, or by the model id alone):
+   * `contextWindow` in tokens, for models the built-in table does not know or a server that runs
+   * one with another window.
+   */
+  models: Schema.optional(
+    Schema.Record({
+      key: Schema.String,
+      value: Schema.Struct({ contextWindow: Schema.optional(PositiveInt) })
+    })
+  )
 })
 export type ConfigFile = typeof ConfigFile.Type
 
@@ -53,6 +64,10 @@ const describePath = (p: ReadonlyArray<PropertyKey>): string =>
     ? "the top level"
     : `field "${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`)).join("")}"`
 
+const known = Object.keys(ConfigFile.fields)
+  .filter((k) => k !== "$schema")
+  .join(", ")
+
 /** One line per field: union alternatives are merged, the "or absent" of optional fields dropped. */
 const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<string> => {
   const byPath = new Map<string, { path: ReadonlyArray<PropertyKey>; messages: Array<string>; unknown: boolean }>()
@@ -66,9 +81,7 @@ const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>):
   const out: Array<string> = []
   for (const { path: p, messages, unknown } of byPath.values()) {
     if (unknown) {
-      out.push(
-        `  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, worktrees, budget, stateDir)`
-      )
+      out.push(`  ${describePath(p)}: unknown field (known: ${known})`)
       continue
     }
     if (messages.length === 0) continue
@@ -188,4 +201,23 @@ export const parseRuleFlag = (text: string, action: "allow" | "deny"): Effect.Ef
       ? { tool, action, scope: "session" as const }
       : { tool, pattern, action, scope: "session" as const }
   )
+}
+
+/** The configured context window for a model spec: the project file's entry, else the user file's. */
+export const configuredWindow = (
+  spec: string,
+  loaded: Loaded
+): { readonly tokens: number; readonly source: string } | undefined => {
+  const slash = spec.indexOf("/")
+  const keys = slash === -1 ? [spec] : [spec, spec.slice(slash + 1)]
+  for (const [file, config] of [
+    [loaded.projectFile, loaded.project],
+    [loaded.userFile, loaded.user]
+  ] as const) {
+    for (const k of keys) {
+      const tokens = config?.models?.[k]?.contextWindow
+      if (tokens !== undefined) return { tokens, source: `${file} (models["${k}"].contextWindow)` }
+    }
+  }
+  return undefined
 }

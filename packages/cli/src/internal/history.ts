@@ -284,7 +284,8 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     )
     const plugins = yield* Plugins.make({
       root: config.root,
-      worktrees: Plugins.recordedWorktrees(config, session, true)
+      worktrees: Plugins.recordedWorktrees(config, session, true),
+      contextWindow: config.contextWindow
     })
     const started = performance.now()
     const report = yield* (

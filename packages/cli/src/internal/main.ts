@@ -48,6 +48,12 @@ const shared = {
     Options.withDescription("model calls per task before stopping (exit 3)"),
     Options.optional
   ),
+  contextWindow: Options.integer("context-window").pipe(
+    Options.withDescription(
+      "the model's context window in tokens, for a model muse does not know (default: config, the server, 32768)"
+    ),
+    Options.optional
+  ),
   noCrew: Options.boolean("no-crew").pipe(Options.withDescription("run without the crew of background agents")),
   noWorktrees: Options.boolean("no-worktrees").pipe(
     Options.withDescription("crew members work in the checkout itself, not in git worktrees of their own")
@@ -69,6 +75,7 @@ type SharedValues = {
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns: Option.Option<number>
+  readonly contextWindow: Option.Option<number>
   readonly noCrew: boolean
   readonly noWorktrees: boolean
   readonly cwd: Option.Option<string>
@@ -80,6 +87,7 @@ const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => 
   allow: v.allow,
   deny: v.deny,
   maxTurns: Option.getOrUndefined(v.maxTurns),
+  contextWindow: Option.getOrUndefined(v.contextWindow),
   noCrew: v.noCrew,
   noWorktrees: v.noWorktrees,
   cwd: Option.getOrUndefined(v.cwd),

@@ -19,6 +19,8 @@ export interface Flags {
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns?: number | undefined
+  /** The model's context window in tokens, for models the table does not know. */
+  readonly contextWindow?: number | undefined
   readonly noCrew: boolean
   readonly cwd?: string | undefined
   /** Crew members share the checkout instead of working in git worktrees of their own. */
@@ -37,6 +39,8 @@ export interface Prepared {
   readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
   readonly plugins: Plugins.PluginSet
   readonly loaded: Config.Loaded
+  /** Where the context window came from (`--context-window`, a config file, the model table, the server…). */
+  readonly contextWindowSource: string
 }
 
 export interface Env {
@@ -92,13 +96,24 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
         message: `--max-turns must be a whole number of at least 1, got ${turns}`
       })
     }
+    if (flags.contextWindow !== undefined && !(Number.isInteger(flags.contextWindow) && flags.contextWindow >= 1)) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `--context-window must be a whole number of tokens, got ${flags.contextWindow}`
+      })
+    }
+    const window = yield* Model.contextWindow(choice.spec, { flag: flags.contextWindow, loaded, env: env.env })
     const crew = flags.noCrew ? false : (loaded.project?.crew ?? loaded.user?.crew ?? true)
     const worktrees =
       crew &&
       !flags.noWorktrees &&
       (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
       Plugins.inGitRepo(root)
-    const plugins = yield* Plugins.make({ root, worktrees: worktrees ? { sessionId: session } : undefined })
+    const plugins = yield* Plugins.make({
+      root,
+      worktrees: worktrees ? { sessionId: session } : undefined,
+      contextWindow: window.tokens
+    })
     const config = SessionRuntime.config({
       root,
       title,
@@ -108,6 +123,7 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
       instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),
       crew,
+      contextWindow: window.tokens,
       budget: {
         ...(turns !== undefined ? { turns } : {}),
         ...(budget.tokens !== undefined ? { tokens: budget.tokens } : {}),
@@ -121,7 +137,8 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       modelSource: choice.source,
       languageModel,
       plugins,
-      loaded
+      loaded,
+      contextWindowSource: window.source
     } satisfies Prepared
   })
 
@@ -178,12 +195,26 @@ export const prepareResume = (
         message: `session ${session} was recorded with ${config.model}; a session keeps its model (start a new one for ${flags.model})`
       })
     }
+    if (flags.contextWindow !== undefined && flags.contextWindow !== config.contextWindow) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `session ${session} was recorded with ${
+          config.contextWindow === undefined
+            ? "the model table's context window"
+            : `a context window of ${config.contextWindow} tokens`
+        }; a session keeps its window (start a new one for --context-window ${flags.contextWindow})`
+      })
+    }
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest
     })
-    const plugins = yield* Plugins.make({ root: config.root, worktrees: Plugins.recordedWorktrees(config, session) })
+    const plugins = yield* Plugins.make({
+      root: config.root,
+      worktrees: Plugins.recordedWorktrees(config, session),
+      contextWindow: config.contextWindow
+    })
     return {
       root: config.root,
       stateDir,
@@ -192,6 +223,7 @@ export const prepareResume = (
       languageModel,
       plugins,
       loaded,
+      contextWindowSource: config.contextWindow === undefined ? "the model table" : "the session",
       events,
       nextSeq
     }
