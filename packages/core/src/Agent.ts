@@ -264,24 +264,32 @@ export const make = (
     let interruptedTurn: TurnState | undefined
 
     /**
-     * Stop here if a stop was requested (live) or the log shows the turn was interrupted here
-     * (replaying): the two always agree, because a live stop takes effect only at these points.
+     * Stop here if the log shows the turn was interrupted here (replaying), or a stop was requested
+     * (live): the two always agree, because a live stop takes effect only at these points. A
+     * request is not honoured while the agent still replays what the log holds.
      */
     const stopPoint = Effect.gen(function* () {
-      const requested = yield* stop.requested
-      if (Option.isSome(requested))
-        return yield* new Recorder.Interrupted({ seq: -1, agent: agentName, reason: requested.value })
       const next = yield* rec.peek(agentName)
-      if (Option.isSome(next) && next.value.type === Recorder.INTERRUPTED)
-        return yield* Recorder.interruptedAt(next.value)
+      if (Option.isSome(next)) {
+        if (next.value.type === Recorder.INTERRUPTED) return yield* Recorder.interruptedAt(next.value)
+        return
+      }
+      const requested = yield* stop.requested
+      if (Option.isSome(requested)) {
+        return yield* new Recorder.Interrupted({ seq: -1, agent: agentName, reason: requested.value })
+      }
     })
-    /** `effect`, unless a stop is requested first: then it is interrupted and the turn stops. */
+    /** `effect`, unless a stop is requested first (live): then it is interrupted and the turn stops. */
     const stoppable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Recorder.Interrupted, R> =>
-      Effect.raceFirst(
-        effect,
-        Effect.flatMap(stop.await, (reason) =>
-          Effect.fail(new Recorder.Interrupted({ seq: -1, agent: agentName, reason }))
-        )
+      Effect.flatMap(rec.replaying(agentName), (replaying) =>
+        replaying
+          ? effect
+          : Effect.raceFirst(
+              effect,
+              Effect.flatMap(stop.await, (reason) =>
+                Effect.fail(new Recorder.Interrupted({ seq: -1, agent: agentName, reason }))
+              )
+            )
       )
     /** Leading history messages that are the same objects as at the previous model call. */
     let stable = config.restore?.stable ?? 0

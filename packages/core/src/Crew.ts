@@ -709,7 +709,7 @@ export const make = (
         Effect.gen(function* () {
           while (true) {
             // after a stop, what the crew reports waits for the person's next input
-            if (Option.isSome(yield* stop.requested)) return
+            if (!(yield* rec.replaying(main.name)) && Option.isSome(yield* stop.requested)) return
             const next = yield* Recorder.pollWith<Agent.InboxMessage>(rec, {
               agent: main.name,
               type: "crew.reports",

@@ -508,8 +508,11 @@ export interface Options {
   readonly keyFile?: string | undefined
 }
 
+/** Whether `session` can name a session (letters, digits, `.`, `_`, `-`; not starting with `.`). */
+export const isSessionId = (session: string): boolean => /^[A-Za-z0-9._-]+$/.test(session) && !session.startsWith(".")
+
 const sessionFile = (dir: string, session: string) => {
-  if (!/^[A-Za-z0-9._-]+$/.test(session) || session.startsWith(".")) {
+  if (!isSessionId(session)) {
     throw new Error(`invalid session id ${JSON.stringify(session)}: use letters, digits, '.', '_' and '-'`)
   }
   return path.join(dir, "sessions", `${session}.jsonl`)
@@ -522,6 +525,10 @@ export const open = (
 ): Effect.Effect<EventLog.Service, EventLog.EventLogError, Scope.Scope> =>
   Effect.gen(function* () {
     const dir = options.dir ?? defaultDir()
+    // a name that cannot be a session's (`../../etc/passwd`) names none
+    if (!options.create && !isSessionId(session)) {
+      return yield* new EventLog.SessionNotFound({ session, where: path.join(dir, "sessions") })
+    }
     const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "open") })
     const sessionsDir = path.dirname(file)
     yield* Effect.try({
@@ -646,6 +653,8 @@ export const open = (
 const existingLog = (session: string, options: Options): Effect.Effect<string, EventLog.EventLogError> =>
   Effect.gen(function* () {
     const dir = options.dir ?? defaultDir()
+    if (!isSessionId(session))
+      return yield* new EventLog.SessionNotFound({ session, where: path.join(dir, "sessions") })
     const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
     if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
     return file

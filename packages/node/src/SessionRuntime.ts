@@ -409,7 +409,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         if (io.onTurn) yield* io.onTurn(result)
       }
       if (crew) yield* crew.run(main, sendOptions)
-      if (Option.isSome(yield* stop.requested)) {
+      if (!(yield* rec.replaying("main")) && Option.isSome(yield* stop.requested)) {
         // everything stops before the next input: each crew member's turn ends, then the request is done
         if (crew) yield* crew.quiet
         yield* stop.clear

@@ -48,6 +48,8 @@ export interface Env {
   readonly cwd: string
   /** Called at each model request (startup measurements). */
   readonly onRequest?: (() => void) | undefined
+  /** Told before the model's HTTP client waits to retry (429, 5xx, a lost connection). */
+  readonly onRetry?: ((retry: Model.Retry) => void) | undefined
 }
 
 export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
@@ -80,7 +82,8 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
     const languageModel = yield* Model.languageModel(choice.spec, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     const projectRules = yield* SessionRuntime.loadProjectRules(root).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Usage, message: e.message }))
@@ -153,18 +156,25 @@ export const stateDirFor = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<
 const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
   new CliError({
     code: e._tag === "SessionNotFound" ? ExitCode.Usage : ExitCode.Failed,
-    message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
+    message:
+      e._tag === "SessionNotFound"
+        ? `no such session: ${JSON.stringify((e as any).session)} is not in ${(e as any).where} (muse sessions lists them)`
+        : e._tag === "SessionLocked"
+          ? `session ${(e as any).session} is in use by process ${(e as any).pid}; nothing was done (close that muse first, or wait for it to finish)`
+          : e.message
   })
 
-/** A recorded session: its events and config. */
-export const readRecorded = (session: string, dir: string) =>
-  Effect.gen(function* () {
-    const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
-    const config = yield* SessionRuntime.configOf(events).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
-    )
-    return { events, config }
+/** Why a session without a recorded start cannot be resumed. */
+export const noTask = (session: string) =>
+  new CliError({
+    code: ExitCode.NothingToResume,
+    message: `session ${session} has no task: it stopped before its task was recorded, so there is nothing to resume.`,
+    detail: 'Start the task again: muse run "<task>"'
   })
+
+/** A recorded session's events (none for a session that stopped before its first event was written). */
+export const readRecorded = (session: string, dir: string) =>
+  Effect.map(EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError)), (events) => ({ events }))
 
 /**
  * What resuming a recorded session needs: its recorded config, a model for it, the plugins, the
@@ -182,7 +192,12 @@ export const prepareResume = (
     const loaded = yield* Config.load(root, env.env)
     const stateDir = Config.stateDir(loaded, env.env)
     const ends = yield* EventLogFile.readEnds(session, { dir: stateDir }).pipe(Effect.mapError(logError))
-    const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
+    if (ends.first?.type !== "session.started") {
+      // empty, or its first line torn: opening it repairs it and clears a stale lock; still no task
+      yield* Effect.scoped(EventLogFile.open(session, { dir: stateDir })).pipe(Effect.mapError(logError))
+      return yield* noTask(session)
+    }
+    const config = yield* SessionRuntime.configOf([ends.first]).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
     const nextSeq = (ends.last?.seq ?? -1) + 1
@@ -208,7 +223,8 @@ export const prepareResume = (
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     const plugins = yield* Plugins.make({
       root: config.root,
@@ -229,11 +245,11 @@ export const prepareResume = (
     }
   })
 
-/** The newest session of a state directory. */
+/** The newest session of a state directory (an empty one too: it says itself why it is empty). */
 export const latestSession = (dir: string): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
     const list = yield* EventLogFile.sessions({ dir }).pipe(Effect.mapError(logError))
-    const first = list.find((s) => s.events > 0)
+    const first = list[0]
     if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${dir} yet` })
     return first.id
   })
