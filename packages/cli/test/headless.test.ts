@@ -263,7 +263,13 @@ describe("muse resume, replay, sessions, log", () => {
     expect(muse(["log", session, "--agent", "nobody"], { sb, cwd: repo }).stdout).toBe("")
     const missing = muse(["log", "no-such-session"], { sb, cwd: repo })
     expect(missing.code).toBe(2)
-    expect(missing.stderr).toContain("no session no-such-session")
+    expect(missing.stderr).toContain('no such session: "no-such-session"')
+    // a name that is no session id (a path) is no session either: usage error, nothing read or written
+    for (const command of ["log", "replay", "resume"]) {
+      const bad = muse([command, "../../etc/passwd"], { sb, cwd: repo })
+      expect(bad.code, `${command}: ${bad.stderr}`).toBe(2)
+      expect(bad.stderr).toContain('no such session: "../../etc/passwd"')
+    }
   })
 
   it("the example session ships with the CLI and replays exactly, with no API key", () => {

@@ -776,11 +776,15 @@ export const sessions = (
       const dir = path.join(options.dir ?? defaultDir(), "sessions")
       if (!fs.existsSync(dir)) return []
       const out: Array<EventLog.SessionInfo> = []
+      // a log without events sorts by when its file was last written
+      const when = new Map<string, number>()
       for (const name of fs.readdirSync(dir)) {
         if (!name.endsWith(".jsonl")) continue
         const file = path.join(dir, name)
-        const size = fs.statSync(file).size
+        const stat = fs.statSync(file)
+        const size = stat.size
         const id = name.slice(0, -".jsonl".length)
+        when.set(id, stat.mtimeMs)
         if (size === 0) {
           out.push({ id, title: null, started: null, lastEventAt: null, events: 0, bytes: 0 })
           continue
@@ -796,7 +800,8 @@ export const sessions = (
           bytes: size
         })
       }
-      return out.sort((a, b) => (b.lastEventAt ?? 0) - (a.lastEventAt ?? 0) || (a.id < b.id ? 1 : -1))
+      const at = (i: EventLog.SessionInfo) => i.lastEventAt ?? when.get(i.id) ?? 0
+      return out.sort((a, b) => at(b) - at(a) || (a.id < b.id ? 1 : -1))
     },
     catch: sys("*", "list sessions")
   })
