@@ -242,6 +242,8 @@ export const worktreeInstructions = [
 /** The plugin set for a project. */
 export const make = (options: {
   readonly root: string
+  /** Load the project's `SKILL.md` files (only in a trusted folder; replays always do). */
+  readonly projectSkills: boolean
   readonly userDir?: string | null | undefined
   /** Give writing crew members their own git worktree (the session's id names their branches). */
   readonly worktrees?: { readonly sessionId: string; readonly replaying?: boolean | undefined } | undefined
@@ -254,7 +256,10 @@ export const make = (options: {
     const sp = (SkillsPackage as any).SkillsPlugin
     if (sp && typeof sp.load === "function") {
       const loaded = yield* (
-        sp.load({ projectDir: options.root, userDir: options.userDir }) as Effect.Effect<{
+        sp.load({
+          projectDir: options.projectSkills ? options.root : undefined,
+          userDir: options.userDir
+        }) as Effect.Effect<{
           plugin: Plugin.Plugin
           errors: ReadonlyArray<{ message: string }>
         }>
