@@ -266,7 +266,8 @@ describe("the interactive UI tells the truth", () => {
         [bin, "--model", "ollama/test-model", "--context-window", "32768", "--no-crew"],
         {
           cwd: repo,
-          env: { ...sb.env, OLLAMA_BASE_URL: `http://127.0.0.1:${port}/v1` }
+          // (no FORCE_COLOR beside NO_COLOR: node warns about the pair on the terminal once HTTP is loaded)
+        env: { ...sb.env, FORCE_COLOR: undefined, OLLAMA_BASE_URL: `http://127.0.0.1:${port}/v1` }
         }
       )
       term = t

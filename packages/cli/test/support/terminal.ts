@@ -67,7 +67,7 @@ export const spawnInTerminal = (
       await new Promise((r) => setTimeout(r, 25))
     }
     throw new Error(
-      `timed out after ${timeoutMs} ms waiting for ${String(what)}; screen:\n${all().split("\n").slice(-60).join("\n")}`
+      `timed out after ${timeoutMs} ms waiting for ${String(what)}; screen:\n${all().split("\n").slice(-60).join("\n")}\nlast output: ${JSON.stringify(raw.slice(-300))}`
     )
   }
   return {
