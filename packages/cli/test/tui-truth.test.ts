@@ -267,7 +267,7 @@ describe("the interactive UI tells the truth", () => {
         {
           cwd: repo,
           // (no FORCE_COLOR beside NO_COLOR: node warns about the pair on the terminal once HTTP is loaded)
-        env: { ...sb.env, FORCE_COLOR: undefined, OLLAMA_BASE_URL: `http://127.0.0.1:${port}/v1` }
+          env: { ...sb.env, FORCE_COLOR: undefined, OLLAMA_BASE_URL: `http://127.0.0.1:${port}/v1` }
         }
       )
       term = t

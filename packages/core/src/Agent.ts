@@ -164,11 +164,13 @@ export const storeText = (
   limit = INLINE_BYTES
 ): Effect.Effect<TextData, Recorder.RecorderError> => {
   if (!longerThan(text, limit)) return Effect.succeed({ text })
-  const bytes = encoder.encode(text)
-  return Effect.map(rec.putBlob(bytes), (blob) => ({
+  // the size and preview are those of the redacted text the store keeps, as a replay (which reads
+  // the redacted blob back) finds them
+  const redacted = rec.redact(text)
+  return Effect.map(rec.putBlob(encoder.encode(text)), (blob) => ({
     blob,
-    bytes: bytes.length,
-    preview: text.slice(0, PREVIEW_CHARS)
+    bytes: redacted === text ? encoder.encode(text).length : encoder.encode(redacted).length,
+    preview: redacted.slice(0, PREVIEW_CHARS)
   }))
 }
 
@@ -297,6 +299,16 @@ export const make = (
     const record = (type: string, data: unknown, parent: string | null = null, durable = true) =>
       rec.append({ agent: agentName, type, data, parent }, undefined, { durable })
 
+    /**
+     * A call's summary, made from its parameters as the log keeps them (redacted): a replay, which
+     * reads them back from the log, makes the same.
+     */
+    const summaryOf = (def: Tools.Definition, params: unknown) => {
+      const json = JSON.stringify(params ?? null)
+      const redacted = rec.redact(json)
+      return def.summarize(redacted === json ? params : JSON.parse(redacted))
+    }
+
     /** Decide whether a tool call may run; records the decision (and the question, if one was asked). */
     const approve = (def: Tools.Definition, params: unknown, callId: string, ctx: Tools.CallContext) =>
       Effect.gen(function* () {
@@ -304,7 +316,7 @@ export const make = (
           agent: agentName,
           tool: def.name,
           effect: def.effect,
-          summary: def.summarize(params)
+          summary: summaryOf(def, params)
         }
         const auto = yield* approvals.check(request)
         if (auto) {
@@ -377,6 +389,13 @@ export const make = (
         return { isFailure: r.isFailure, blob: hash, bytes: json.length, preview: json.slice(0, 512) }
       })
 
+    /** `r` as the log keeps it: with what the redactor finds replaced. */
+    const redactResult = (r: Plugin.ToolResult): Plugin.ToolResult => {
+      const json = JSON.stringify(r.result ?? null)
+      const redacted = rec.redact(json)
+      return redacted === json ? r : resultOf(r.isFailure, JSON.parse(redacted))
+    }
+
     const decodeResult = (data: any): Effect.Effect<Plugin.ToolResult, Recorder.RecorderError> =>
       data.blob
         ? Effect.map(rec.getBlob(data.blob), (bytes) =>
@@ -432,7 +451,7 @@ export const make = (
             callId: call.id,
             tool: def.name,
             effect: def.effect,
-            summary: def.summarize(params),
+            summary: summaryOf(def, params),
             params
           })
           const r = yield* def.handler(params, ctx).pipe(
@@ -462,7 +481,7 @@ export const make = (
               callId: call.id,
               tool: def.name,
               effect: def.effect,
-              summary: def.summarize(params),
+              summary: summaryOf(def, params),
               params
             }
           },
@@ -542,7 +561,15 @@ export const make = (
             }
           }
         }
-        return yield* plugins.afterToolCall({ agent: agentName, callId: call.id, tool: def.name, params, result: raw })
+        // the agent goes on with the result as the log keeps it, redacted: a replay, which reads it back
+        // from the log, then sees, sends and measures the same
+        return yield* plugins.afterToolCall({
+          agent: agentName,
+          callId: call.id,
+          tool: def.name,
+          params,
+          result: redactResult(raw)
+        })
       })
 
     const budgetExceeded = (budget: Budget, steps: number, usage: Model.Usage, startedAt: number, now: number) => {

@@ -124,14 +124,21 @@ export interface Result {
 
 export const muse = (
   args: ReadonlyArray<string>,
-  options: { readonly sb: Sandbox; readonly cwd?: string; readonly input?: string; readonly env?: NodeJS.ProcessEnv }
+  options: {
+    readonly sb: Sandbox
+    readonly cwd?: string
+    readonly input?: string
+    readonly env?: NodeJS.ProcessEnv
+    /** Default 60 s. */
+    readonly timeoutMs?: number
+  }
 ): Result => {
   const r: SpawnSyncReturns<string> = spawnSync(process.execPath, [bin, ...args], {
     cwd: options.cwd ?? options.sb.root,
     env: { ...options.sb.env, ...options.env },
     input: options.input ?? "",
     encoding: "utf8",
-    timeout: 60_000
+    timeout: options.timeoutMs ?? 60_000
   })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }
