@@ -18,9 +18,10 @@ const tools = (interrupted: Array<string>, started?: Deferred.Deferred<void>) =>
     parameters: { n: Schema.Number },
     effect: "exec",
     handler: ({ n }) =>
-      Effect.zipRight(started ? Deferred.succeed(started, undefined) : Effect.void, Effect.never).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => interrupted.push(`slow ${n}`)))
-      )
+      Effect.zipRight(
+        started ? Deferred.succeed(started, undefined) : Effect.void,
+        Effect.never as Effect.Effect<void>
+      ).pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted.push(`slow ${n}`))))
   })
 ]
 

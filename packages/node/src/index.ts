@@ -10,4 +10,5 @@
 export * as CodingTools from "./CodingTools.js"
 export * as EventLogFile from "./EventLogFile.js"
 export * as SessionRuntime from "./SessionRuntime.js"
+export * as ShellParser from "./ShellParser.js"
 export * as WorkspaceNode from "./WorkspaceNode.js"

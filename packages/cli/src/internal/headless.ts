@@ -60,11 +60,14 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
       }
       // the suggestion is the rule a person would be offered, never a pattern made from the command text
       const rule = request.proposal
-      const suggestion =
+      const warnings = request.warnings ?? []
+      const how =
         rule && rule.action === "allow"
-          ? `--allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}"`
-          : "an --allow rule"
-      const reason = `no one can answer in a headless run; allow it with ${suggestion} or a more permissive --approval-mode`
+          ? `allow it with --allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}" or a more permissive --approval-mode`
+          : warnings.length > 0
+            ? `no rule can allow it (${warnings.join("; ")})`
+            : "allow it with an --allow rule or a more permissive --approval-mode"
+      const reason = `no one can answer in a headless run; ${how}`
       // the whole call is named (the note is escaped where it is shown)
       note(
         `denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`
@@ -312,6 +315,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       dir: prepared.stateDir
     })
     const result = yield* runStoppable(program as Effect.Effect<unknown, unknown>, stop, options.signals, em.note)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
   })
 
@@ -360,6 +364,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       )
     }
     for (const n of prepared.notices) em.note(n)
+    for (const w of prepared.plugins.warnings) em.note(w)
     const stop = yield* Stop.make
     const io: SessionRuntime.Io = {
       ...em.io,
@@ -383,6 +388,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       dir: prepared.stateDir
     })
     const result = yield* runStoppable(program as Effect.Effect<unknown, unknown>, stop, options.signals, em.note)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result, () => {
       const ended = lastTurn(prepared.events)
       return `session ${session} has nothing to resume: ${

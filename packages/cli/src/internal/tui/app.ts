@@ -14,6 +14,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
 import * as History from "../history.js"
+import * as Mcp from "../mcp.js"
 import type * as Model from "../model.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
@@ -78,6 +79,7 @@ const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly descriptio
   { name: "agents", description: "the crew: members, status, current task" },
   { name: "approve", description: "set the approval mode: /approve read-only|ask|auto-edit|auto" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
+  { name: "mcp", description: "the session's MCP servers: status and tools" },
   { name: "help", description: "this help" },
   { name: "clear", description: "clear the screen" },
   { name: "exit", description: "leave (the session is saved; muse resume continues it)" }
@@ -172,6 +174,9 @@ export class App {
   onAlwaysSaved: (() => void) | undefined
   /** Answer keys work only once a question has been on screen for a moment. */
   readonly gate = new Gate(() => this.draw())
+
+  /** Lines for `/mcp` (the session's MCP servers now). */
+  mcpLines: (() => Effect.Effect<Array<string>>) | undefined
 
   constructor(
     readonly out: NodeJS.WriteStream,
@@ -556,6 +561,11 @@ export class App {
         case "model":
           this.print([s.cyan(`› ${shown}`), ...this.modelLines(), ""])
           return
+        case "mcp": {
+          const lines = this.mcpLines ? Effect.runSync(this.mcpLines()) : ["no MCP servers in this session."]
+          this.print([s.cyan(`› ${t}`), ...lines, ""])
+          return
+        }
         case "clear":
           this.out.write("\x1b[2J\x1b[3J\x1b[H")
           this.draw()
@@ -619,6 +629,8 @@ export class App {
           : `${s.yellow("?")} ${who}wants to ${verb}: ${s.bold(Render.toolTitle(request.tool, request.summary, s))}`
     const body: Array<string> = []
     if (multiLine) body.push(...Render.commandLines(request.summary, s).map((l) => `  ${s.bold(l)}`))
+    // why it asks although a rule or the mode might let it run (a protected path, what no rule covers)
+    for (const w of request.warnings ?? []) body.push(`  ${s.yellow("!")} ${escapeUnsafe(w, s)}`)
     const planAbove =
       request.tool === "/plan" && request.preview !== undefined && this.lastOutput.endsWith(request.preview)
     if (planAbove) body.push(s.dim("  (the plan above)"))
@@ -1045,6 +1057,11 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     /** Rules the user saved with "yes, always" in this session (what core stores for such an answer). */
     const savedRules: Array<unknown> = []
     const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
+    const mcp = prepared.plugins.mcp
+    if (mcp) {
+      // server names, versions, errors and tool names come from the servers: shown as data
+      app.mcpLines = () => Mcp.statusLines(mcp.servers, mcp.discovery, app.style, (t) => escapeUnsafe(t, app.style))
+    }
     handler = (str, key) => app.onKey(str, key)
     for (const [str, key] of early.splice(0)) app.onKey(str, key)
     if (trustState) {
@@ -1178,6 +1195,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
           : (err?.message ?? String(err))
       code = ExitCode.Failed
     } else if (terminated) code = ExitCode.Terminated
+    yield* prepared.plugins.close
     options.stdout.off("resize", onResize)
     process.off("SIGINT", onSigint)
     process.off("SIGTERM", onSigterm)
