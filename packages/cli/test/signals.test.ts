@@ -140,7 +140,7 @@ describe("signals, then muse resume", () => {
     })
   }
 
-  it("SIGKILL while a run starts: the session exists with its task, or not at all", async () => {
+  it("SIGKILL while a run starts: the session exists with its task, or not at all", { timeout: 240_000 }, async () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)
     const script = writeScript(sb, "task", {
@@ -194,7 +194,9 @@ describe("signals, then muse resume", () => {
     expect(outcomes.size).toBeGreaterThan(0)
   })
 
-  it("a log left empty, or with its first line cut, opens as a session without a task; resume says so", () => {
+  it("a log left empty, or with its first line cut, opens as a session without a task; resume says so", {
+    timeout: 180_000
+  }, () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)
     const sessions = path.join(sb.state, "sessions")
