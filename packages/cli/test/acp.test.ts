@@ -480,7 +480,7 @@ describe("muse acp", () => {
     try {
       await expect(
         ed.agent.request("session/load", { sessionId: "20990101-000000-abcdef", cwd: sb.root, mcpServers: [] })
-      ).rejects.toThrow(/no session 20990101-000000-abcdef/)
+      ).rejects.toThrow(/no such session: "20990101-000000-abcdef"/)
     } finally {
       await ed.close()
     }

@@ -32,6 +32,7 @@ import type * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
 import * as Recorder from "./Recorder.js"
 import * as ReportPolicy from "./ReportPolicy.js"
+import * as Stop from "./Stop.js"
 import * as Tools from "./Tools.js"
 import type * as Workspace from "./Workspace.js"
 
@@ -175,8 +176,13 @@ export interface Service {
   readonly tools: ReadonlyArray<Tools.Definition>
   /** Wait until a report is due or the whole crew is idle; then everything pending, if any. */
   readonly settle: Effect.Effect<Option.Option<Agent.InboxMessage>>
-  /** Keep the main agent going until the crew is idle and every report is delivered. */
+  /**
+   * Keep the main agent going until the crew is idle and every report is delivered. A stop request
+   * (`Stop`) ends it at once: reports that come after it wait for the main agent's next turn.
+   */
   readonly run: (main: Agent.Agent, options?: Agent.SendOptions) => Effect.Effect<void, Recorder.RecorderError>
+  /** Wait until no member is working (after a stop: until every member's turn has ended). */
+  readonly quiet: Effect.Effect<void>
   /** Stop the crew: members end (replaying, they first finish their recorded events; a member's divergence fails it). */
   readonly shutdown: Effect.Effect<void, Recorder.Divergence>
   readonly roles: ReadonlyArray<Plugin.Role>
@@ -276,6 +282,7 @@ export const make = (
     const prompter = yield* Approvals.Prompter
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
     const policy = Option.getOrElse(yield* Effect.serviceOption(ReportPolicy.ReportPolicy), () => ReportPolicy.make())
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     const scope = yield* Effect.scope
     const reviewRounds = options.reviewRounds ?? 2
     const perRole = options.membersPerRole ?? 2
@@ -633,6 +640,16 @@ export const make = (
         return yield* ensure(`${to}-${(count % perRole) + 1}`, to)
       })
 
+    /** Whether a member is at work, replaying, or has letters it has not taken yet. */
+    const busy = Effect.gen(function* () {
+      for (const m of members.values()) {
+        if (yield* rec.replaying(m.name)) return true
+        if (m.status === "starting" || m.status === "working" || m.status === "waiting-approval") return true
+        if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) return true
+      }
+      return false
+    })
+
     const service: Service = {
       roles,
       spawn,
@@ -677,23 +694,26 @@ export const make = (
           // a wake-up by the crew is not a boundary of the main agent
           const due = yield* policy.due
           if (Option.isSome(due)) return due
-          let busy = false
-          for (const m of members.values()) {
-            if (yield* rec.replaying(m.name)) busy = true
-            else if (m.status === "starting" || m.status === "working" || m.status === "waiting-approval") busy = true
-            else if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) busy = true
-          }
-          if (!busy) return yield* policy.flush
+          if (!(yield* busy)) return yield* policy.flush
+          yield* Deferred.await(wait)
+        }
+      }),
+      quiet: Effect.gen(function* () {
+        while (true) {
+          const wait = changed
+          if (!(yield* busy)) return
           yield* Deferred.await(wait)
         }
       }),
       run: (main, sendOptions) =>
         Effect.gen(function* () {
           while (true) {
+            // after a stop, what the crew reports waits for the person's next input
+            if (!(yield* rec.replaying(main.name)) && Option.isSome(yield* stop.requested)) return
             const next = yield* Recorder.pollWith<Agent.InboxMessage>(rec, {
               agent: main.name,
               type: "crew.reports",
-              take: service.settle,
+              take: Effect.raceFirst(service.settle, Effect.as(stop.await, Option.none())),
               toData: (m) => m,
               fromData: (d) => d as Agent.InboxMessage
             })

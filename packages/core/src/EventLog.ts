@@ -135,9 +135,20 @@ export interface Service {
   readonly flush: Effect.Effect<void, EventLogError>
   /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
   readonly redact: (text: string) => string
-  /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
-  readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLogError>
+  /**
+   * Store a payload in the content-addressed blob store; returns the sha256 hex hash of what was
+   * stored. Payloads are redacted like events (secrets replaced), unless `exact`: a payload that
+   * must come back byte for byte (a file's content before a write, to restore it) is stored as it
+   * is when it holds no secret, and sealed by the backend when it does (`Backend.putSealed`); its
+   * hash is then that of the exact bytes.
+   */
+  readonly putBlob: (data: Uint8Array | string, options?: BlobOptions) => Effect.Effect<string, EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+}
+
+export interface BlobOptions {
+  /** The payload must come back byte for byte (see `Service.putBlob`). */
+  readonly exact?: boolean | undefined
 }
 
 export class EventLog extends Context.Tag("@musekit/core/EventLog")<EventLog, Service>() {}
@@ -157,6 +168,13 @@ export interface Backend {
   /** Stored events with `fromSeq <= seq <= toSeq`. */
   readonly read: (fromSeq: number, toSeq: number) => Stream.Stream<Event.Envelope, EventLogError>
   readonly putBlob: (data: Uint8Array) => Effect.Effect<string, EventLogError>
+  /**
+   * Store a payload that holds a secret and must come back exactly, so that the store itself shows
+   * none of it (the file backend encrypts it with a key kept outside the state directory); `getBlob`
+   * gives it back by the sha256 of its bytes. Without it, such payloads are stored as they are (a
+   * backend that never reaches a disk, like the memory one).
+   */
+  readonly putSealed?: ((data: Uint8Array) => Effect.Effect<string, EventLogError>) | undefined
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
 }
 
@@ -400,7 +418,14 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
         flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
       }),
       redact: (text) => redactor.redact(text),
-      putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
+      putBlob: (data, blobOptions) =>
+        Effect.suspend(() => {
+          const bytes = typeof data === "string" ? encoder.encode(data) : data
+          const redacted = Redactor.redactBytes(redactor, bytes)
+          if (redacted === bytes) return backend.putBlob(bytes)
+          if (blobOptions?.exact) return (backend.putSealed ?? backend.putBlob)(bytes)
+          return backend.putBlob(redacted)
+        }),
       getBlob: backend.getBlob
     } satisfies Service
   })

@@ -31,6 +31,7 @@ import {
   Recorder,
   Session,
   Skill,
+  Stop,
   Tools,
   Workspace
 } from "@musekit/core"
@@ -190,6 +191,11 @@ export interface Io {
    * crew report, and recorded, so a replay sees it too. Asked only live.
    */
   readonly notices?: Effect.Effect<Option.Option<string>> | undefined
+  /**
+   * The session's stop button (Ctrl-C, SIGINT, SIGTERM): a request stops the main agent's turn and
+   * every crew member's; reports that come after it wait for the next input.
+   */
+  readonly stop?: Stop.Service | undefined
 }
 
 /** Who notices come from in the agent's inbox. */
@@ -212,6 +218,8 @@ const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefin
 
 /** How a resume starts. */
 export interface ResumeInfo {
+  /** The seq the session goes on live from (the log's length when it was opened). */
+  readonly nextSeq: number
   /** Seq of the checkpoint restored, or `null` when the whole log is replayed. */
   readonly checkpoint: number | null
   /** Events replayed before the session goes on live. */
@@ -253,6 +261,11 @@ export interface State {
 export interface ProgramOptions {
   /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
   readonly restore?: State | undefined
+  /**
+   * `session.started` and the first `user.input` are in the log already (`start` writes them in the
+   * write that creates the session): the program goes on from there with this input.
+   */
+  readonly recorded?: { readonly input: string } | undefined
   /** Runs once the program is ready to go on: the state restored (if there was one to restore). */
   readonly ready?: Effect.Effect<void> | undefined
   /**
@@ -272,6 +285,15 @@ export interface ProgramOptions {
     | undefined
 }
 
+/** The log holds no `session.started`: the session stopped before its start (and its task) was recorded. */
+export class EmptySession extends Schema.TaggedError<EmptySession>("@musekit/node/EmptySession")("EmptySession", {
+  session: Schema.String
+}) {
+  override get message() {
+    return `session ${this.session} has no task: it stopped before its task was recorded, so there is nothing to resume or replay`
+  }
+}
+
 /** The checkpoint being restored does not fit this session (its state names what is not there). */
 export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>("@musekit/node/CheckpointUnusable")(
   "CheckpointUnusable",
@@ -289,13 +311,12 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
   Effect.gen(function* () {
     const rec = yield* Recorder.Recorder
     const restore = options.restore
-    if (!restore) {
-      yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
-    }
+    if (!restore && !options.recorded) yield* rec.append(startedDraft(cfg))
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
     const sandbox = Option.getOrUndefined(yield* Effect.serviceOption(Sandbox.Sandbox))
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     /** While restoring, any failure means the checkpoint does not fit: the caller replays the whole log instead. */
     const restoring = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
       restore ? Effect.catchAllDefect(eff, (d) => Effect.fail(unusable(d))) : eff
@@ -345,6 +366,8 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const checkpoint = (turn?: State["turn"]) =>
       Effect.gen(function* () {
         if (!options.checkpoints || (yield* rec.replaying("main"))) return
+        // an interrupted turn is continued by the next resume: from the log, not from a checkpoint
+        if (!turn && Option.isSome(yield* main.interrupted)) return
         const seq = yield* options.checkpoints.due
         if (seq === undefined) return
         const state = yield* save(turn)
@@ -372,17 +395,31 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       if (io.onTurn) yield* io.onTurn(result)
       if (crew) yield* crew.run(main, sendOptions)
     }
+    let first = options.recorded?.input
     while (true) {
       yield* checkpoint()
-      const got = yield* Recorder.poll<string>({
-        agent: "main",
-        type: "user.input",
-        take: io.input,
-        toData: (text) => ({ text }),
-        fromData: (d) => (d as { text: string }).text
-      })
-      if (Option.isNone(got)) break
-      const text = got.value.value.trim()
+      let input: string
+      if (first !== undefined) {
+        input = first
+        first = undefined
+      } else {
+        // a large input goes to the blob store; live, the text at hand is used (not read back)
+        let taken: string | undefined
+        const got = yield* Recorder.poll<Agent.TextData, Recorder.RecorderError>({
+          agent: "main",
+          type: "user.input",
+          take: Effect.flatMap(io.input, (next) => {
+            if (Option.isNone(next)) return Effect.succeed(Option.none())
+            taken = next.value
+            return Effect.map(Agent.storeText(rec, next.value), Option.some)
+          }),
+          toData: (data) => data,
+          fromData: (d) => d as Agent.TextData
+        })
+        if (Option.isNone(got)) break
+        input = taken ?? (yield* Agent.loadText(rec, got.value.value))
+      }
+      const text = input.trim()
       const approve = /^\/approve\s+(read-only|ask|auto-edit|auto)\s*$/.exec(text)
       if (approve) {
         yield* approvals.setMode(approve[1] as Approvals.Mode)
@@ -410,15 +447,48 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         )
         if (typeof result === "string") yield* output(result)
       } else {
-        const result = yield* main.send(text, taskOptions(text))
+        let result = yield* main.send(text, taskOptions(text))
+        // A turn interrupted in an earlier run goes on when the session is resumed (recorded as
+        // `turn.resumed`); one stopped now (a stop is pending) waits for the person.
+        while (result.status === "interrupted") {
+          const resumed = yield* Recorder.poll<{ readonly reason: string }>({
+            agent: "main",
+            type: "turn.resumed",
+            take: Effect.map(stop.requested, (pending) =>
+              Option.isSome(pending) ? Option.none() : Option.some({ reason: "the session was resumed" })
+            ),
+            toData: (d) => d,
+            fromData: (d) => d as { readonly reason: string }
+          })
+          const at = yield* main.interrupted
+          if (Option.isNone(resumed) || Option.isNone(at)) break
+          const state = at.value
+          const resumedAt = resumed.value.event.at
+          result = yield* main.resume(
+            // the time budget counts the time the turn ran, not the time it lay interrupted
+            { ...state, startedAt: resumedAt - (state.lastAt - state.startedAt), lastAt: resumedAt },
+            taskOptions(text)
+          )
+        }
         turns.push(result)
         if (io.onTurn) yield* io.onTurn(result)
       }
       if (crew) yield* crew.run(main, sendOptions)
+      if (!(yield* rec.replaying("main")) && Option.isSome(yield* stop.requested)) {
+        // everything stops before the next input: each crew member's turn ends, then the request is done
+        if (crew) yield* crew.quiet
+        yield* stop.clear
+      }
     }
     if (crew) yield* crew.shutdown
     return { turns, usage: yield* main.usage } satisfies Outcome
   }).pipe(Effect.scoped)
+
+const startedDraft = (cfg: Config): Event.Draft => ({
+  agent: "main",
+  type: "session.started",
+  data: { title: cfg.title, config: cfg }
+})
 
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
@@ -437,6 +507,7 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     }),
     workspace,
     Layer.succeed(Tools.Tools, Tools.fromList(tools)),
+    Layer.succeed(Stop.Stop, io.stop ?? Stop.never),
     plugins,
     Sandbox.layer(cfg.sandbox ?? Sandbox.defaultSettings, services.sandbox)
   )
@@ -464,6 +535,12 @@ export interface StartOptions {
   readonly session: string
   readonly io: Io
   readonly services: Services
+  /**
+   * The first user input, recorded as `user.input` in the very write that creates the session (with
+   * `session.started`): a session never exists without the task it was started for. `io.input` is
+   * asked only for the inputs after it.
+   */
+  readonly task?: string | undefined
   /** State directory of the file store (default `EventLogFile.defaultDir()`); unused with `store`. */
   readonly dir?: string | undefined
   /**
@@ -535,8 +612,20 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       every: options.checkpointEvery ?? CHECKPOINT_EVERY,
       from: -1
     })
+    let recorded: ProgramOptions["recorded"]
+    if (options.task !== undefined) {
+      const log = yield* EventLog.EventLog
+      const rec = Recorder.makeLive(log)
+      const input = yield* Agent.storeText(rec, options.task)
+      const first = yield* log.appendAll([
+        startedDraft(options.config),
+        { agent: "main", type: "user.input", data: input }
+      ])
+      if (options.io.onEvent) for (const e of first) yield* options.io.onEvent(e)
+      recorded = { input: options.task }
+    }
     return yield* Session.run(
-      program(options.config, options.io, options.services, { checkpoints }).pipe(
+      program(options.config, options.io, options.services, { checkpoints, recorded }).pipe(
         Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
       ),
       { onEvent: options.io.onEvent }
@@ -620,6 +709,9 @@ export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.Sto
       readonly ignored?: string | undefined
     }) =>
       Effect.gen(function* () {
+        if (!options.config && !point.state && !point.events.some((e) => e.type === "session.started")) {
+          return yield* new EmptySession({ session: options.session })
+        }
         const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
         const checkpoints = yield* checkpointsFor({
           store: options.store,
@@ -627,6 +719,7 @@ export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.Sto
           from: point.from
         })
         const ready = options.io.onResume?.({
+          nextSeq: (yield* log.lastSeq) + 1,
           checkpoint: point.state ? point.from : null,
           replaying: point.events.length,
           ignored: point.ignored ?? null
@@ -676,6 +769,7 @@ export const replay = (options: {
   Effect.gen(function* () {
     const store = storeFor(options)
     const events = options.events ?? (yield* store.read(options.session))
+    if (!events.some((e) => e.type === "session.started")) return yield* new EmptySession({ session: options.session })
     const cfg = yield* configOf(events)
     const io: Io = {
       input: Effect.succeed(Option.none()),

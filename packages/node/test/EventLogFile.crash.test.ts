@@ -196,7 +196,8 @@ describe("EventLogFile under SIGKILL (real processes)", () => {
     const t0 = performance.now()
     try {
       // the session exists before the first writer starts (a first kill may land before its open)
-      await Effect.runPromise(Effect.scoped(EventLogFile.open(session, { dir, create: true })))
+      fs.mkdirSync(sessionsDir, { recursive: true })
+      fs.writeFileSync(logFile, "", { mode: 0o600 })
       for (let i = 0; i < WARM; i++) spawnOne()
       for (let run = 0; run < KILLS; run++) {
         const w = pool.shift()!

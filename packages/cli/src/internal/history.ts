@@ -38,26 +38,54 @@ export const fmtSize = (bytes: number): string =>
       ? `${(bytes / 1024).toFixed(1)} KiB`
       : `${(bytes / 1048576).toFixed(1)} MiB`
 
-/** The first user input of a session, read from the head of its log (for untitled sessions). */
+/**
+ * The first user input of a session, read from the head of its log (where it is: the task is
+ * recorded with the session's start); `null` when the log holds none.
+ */
 const firstInput = (dir: string, id: string): string | null => {
   try {
     const fd = fs.openSync(path.join(dir, "sessions", `${id}.jsonl`), "r")
     try {
+      let head = ""
       const buf = Buffer.alloc(65536)
-      const n = fs.readSync(fd, buf, 0, buf.length, 0)
-      for (const line of buf.subarray(0, n).toString("utf8").split("\n")) {
-        if (!line.includes('"type":"user.input"')) continue
-        try {
-          const e = Event.fromJson(JSON.parse(line))
-          const text = (e?.data as any)?.text
-          if (typeof text === "string") return text
-        } catch {}
+      for (let at = 0; at < 4 * 1048576; ) {
+        const n = fs.readSync(fd, buf, 0, buf.length, at)
+        if (n === 0) break
+        at += n
+        head += buf.subarray(0, n).toString("latin1")
+        const lines = head.split("\n")
+        head = lines.pop() ?? ""
+        for (const line of lines) {
+          if (!line.includes('"type":"user.input"')) continue
+          try {
+            const e = Event.fromJson(JSON.parse(Buffer.from(line, "latin1").toString("utf8")))
+            const d = e?.data as { text?: unknown; preview?: unknown } | undefined
+            if (typeof d?.text === "string") return d.text
+            if (typeof d?.preview === "string") return `${d.preview}…`
+          } catch {}
+        }
       }
     } finally {
       fs.closeSync(fd)
     }
   } catch {}
   return null
+}
+
+/** What a session is about: its title, else its first input; never a task the log does not hold. */
+const titleOf = (
+  location: LogStore.Location,
+  s: {
+    readonly id: string
+    readonly title: string | null
+    readonly events: number
+    readonly firstInput?: string | undefined
+  }
+) => {
+  if (s.events === 0) return "(empty: stopped before its task was recorded)"
+  const input = s.firstInput ?? (location.kind === "dir" ? firstInput(location.dir, s.id) : null)
+  if (input === null) return "(no task recorded)"
+  return s.title && s.title.trim() !== "" ? s.title : input
 }
 
 export interface SessionRow {
@@ -78,14 +106,7 @@ export const listSessions = (
     (list) =>
       list.map((s) => ({
         id: s.id,
-        title:
-          (s.title && s.title.trim() !== ""
-            ? s.title
-            : s.firstInput !== undefined
-              ? s.firstInput
-              : location.kind === "dir"
-                ? firstInput(location.dir, s.id)
-                : null) ?? "",
+        title: titleOf(location, s),
         started: s.started,
         lastEventAt: s.lastEventAt,
         events: s.events,
@@ -291,6 +312,10 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       store = (yield* Session.storeFor(options.flags, options.env)).store
       session = options.session ?? (yield* Session.latestSession(store))
       events = (yield* Session.readRecorded(session, store)).events
+    }
+    if (!events.some((e) => e.type === "session.started")) {
+      err.write(`session ${session} is empty: it stopped before its task was recorded, so there is nothing to replay\n`)
+      return ExitCode.Success
     }
     printTranscript(events, out)
     if (!options.verify) return ExitCode.Success

@@ -3,8 +3,8 @@
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Cause, Effect, Either, Exit, Option } from "effect"
-import { stringifySafe, styleFor, terminalSafe } from "./ansi.js"
+import { Cause, type Console, Effect, Either, Exit, Option } from "effect"
+import { plain, stringifySafe, stripAnsi, styleFor, terminalSafe } from "./ansi.js"
 import * as Argv from "./argv.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
@@ -128,6 +128,25 @@ const readStdin = (stdin: NodeJS.ReadStream): Promise<string> =>
     stdin.on("error", reject)
   })
 
+/** `console` with ANSI escapes taken out of what it prints. */
+const withoutEscapes = (console: Console.Console): Console.Console => {
+  const clean = (args: ReadonlyArray<unknown>) => args.map((a) => (typeof a === "string" ? stripAnsi(a) : a))
+  return {
+    ...console,
+    log: (...args) => console.log(...clean(args)),
+    error: (...args) => console.error(...clean(args)),
+    info: (...args) => console.info(...clean(args)),
+    warn: (...args) => console.warn(...clean(args)),
+    unsafe: {
+      ...console.unsafe,
+      log: (...args) => console.unsafe.log(...clean(args)),
+      error: (...args) => console.unsafe.error(...clean(args)),
+      info: (...args) => console.unsafe.info(...clean(args)),
+      warn: (...args) => console.unsafe.warn(...clean(args))
+    }
+  }
+}
+
 export const main = async (pio: ProcessIo): Promise<number> => {
   let exitCode: number = ExitCode.Success
   const outStyle = styleFor(pio.stdout, pio.env)
@@ -157,10 +176,16 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     columns: pio.stderr.columns || 100
   }
   const env: Session.Env = { env: pio.env, cwd: pio.cwd }
-  const sigint = () =>
-    new Promise<void>((resolve) => {
-      process.once("SIGINT", () => resolve())
-    })
+  const signals: Headless.Signals = (listener) => {
+    const onInt = () => listener("SIGINT")
+    const onTerm = () => listener("SIGTERM")
+    process.on("SIGINT", onInt)
+    process.on("SIGTERM", onTerm)
+    return () => {
+      process.off("SIGINT", onInt)
+      process.off("SIGTERM", onTerm)
+    }
+  }
   const isTty = Boolean(pio.stdin.isTTY && pio.stdout.isTTY)
 
   const interactive = (flags: Session.Flags, resumeId: string | undefined, resuming: boolean) =>
@@ -205,7 +230,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
           format: v.outputFormat,
           env,
           streams: { stdout: pio.stdout, stderr: pio.stderr },
-          interrupted: sigint()
+          signals
         })
       })
   ).pipe(Command.withDescription('Run one task headless (scripts, CI): muse run "fix the failing test"'))
@@ -246,7 +271,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
           format: v.outputFormat,
           env,
           streams: { stdout: pio.stdout, stderr: pio.stderr },
-          interrupted: sigint()
+          signals
         })
       })
   ).pipe(
@@ -303,6 +328,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         const { store } = yield* Session.storeFor(readFlags(v), env)
         const id = positionals[0] ?? (yield* Session.latestSession(store))
         const { events } = yield* Session.readRecorded(id, store)
+        if (events.length === 0) err.write(`session ${id} holds no events: it stopped before its task was recorded\n`)
         History.printLog(
           events,
           { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json },
@@ -385,8 +411,10 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     version: version()
   })
 
+  // help and usage errors go through Effect's Console; without colours (a pipe, NO_COLOR) they carry no escapes
+  const program = cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>
   const exit = await Effect.runPromiseExit(
-    cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>
+    outStyle === plain ? Effect.flatMap(Effect.console, (c) => Effect.withConsole(program, withoutEscapes(c))) : program
   )
   if (Exit.isSuccess(exit)) return exitCode
   const failure = Cause.failureOption(exit.cause)

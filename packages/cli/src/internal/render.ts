@@ -144,7 +144,8 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
           style.green(`+${st.added}`) +
           style.dim(" ") +
           style.red(`-${st.removed}`),
-        ...diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`)
+        // (0: the diff was shown already, in the question about the change)
+        ...(maxDiff > 0 ? diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`) : [])
       ]
     }
     if (tool === "run_shell" || "exit_code" in r) {
@@ -307,8 +308,10 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
         `${head}${s.dim(` · ${x(data.steps, "0")} model call${data.steps === 1 ? "" : "s"} · ${x(data.toolCalls, "0")} tool call${data.toolCalls === 1 ? "" : "s"} · ${fmtInt(tokens)} tokens`)}`
       ]
     }
-    case "turn.interrupted":
-      return e.agent === "main" ? [s.yellow("■ interrupted")] : [`${tag}${s.yellow("■ interrupted")}`]
+    case "turn.interrupted": {
+      const why = typeof data.reason === "string" && data.reason !== "interrupted" ? `: ${x(data.reason)}` : ""
+      return [`${tag}${s.yellow(`■ interrupted${why}`)}`]
+    }
     case "crew.spawned":
       return [s.dim(`+ ${x(e.agent)} joined the crew (${x(data.role, "?")})`)]
     case "crew.task.received":

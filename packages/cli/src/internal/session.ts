@@ -129,6 +129,8 @@ export interface Env {
   readonly cwd: string
   /** Called at each model request (startup measurements). */
   readonly onRequest?: (() => void) | undefined
+  /** Told before the model's HTTP client waits to retry (429, 5xx, a lost connection). */
+  readonly onRetry?: ((retry: Model.Retry) => void) | undefined
 }
 
 export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
@@ -187,7 +189,8 @@ export const prepareNew = (
     const languageModel = yield* Model.languageModel(choice.spec, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     const projectRules = trust.trusted
       ? yield* SessionRuntime.loadProjectRules(root).pipe(
@@ -286,18 +289,25 @@ export const storeFor = (
 export const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
   new CliError({
     code: e._tag === "SessionNotFound" ? ExitCode.Usage : ExitCode.Failed,
-    message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
+    message:
+      e._tag === "SessionNotFound"
+        ? `no such session: ${JSON.stringify((e as any).session)} is not in ${(e as any).where} (muse sessions lists them)`
+        : e._tag === "SessionLocked"
+          ? `session ${(e as any).session} is in use by process ${(e as any).pid}; nothing was done (close that muse first, or wait for it to finish)`
+          : e.message
   })
 
-/** A recorded session: its events and config. */
-export const readRecorded = (session: string, store: EventLog.StoreService) =>
-  Effect.gen(function* () {
-    const events = yield* store.read(session).pipe(Effect.mapError(logError))
-    const config = yield* SessionRuntime.configOf(events).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
-    )
-    return { events, config }
+/** Why a session without a recorded start cannot be resumed. */
+export const noTask = (session: string) =>
+  new CliError({
+    code: ExitCode.NothingToResume,
+    message: `session ${session} has no task: it stopped before its task was recorded, so there is nothing to resume.`,
+    detail: 'Start the task again: muse run "<task>"'
   })
+
+/** A recorded session's events (none for a session that stopped before its first event was written). */
+export const readRecorded = (session: string, store: EventLog.StoreService) =>
+  Effect.map(store.read(session).pipe(Effect.mapError(logError)), (events) => ({ events }))
 
 /**
  * What resuming a recorded session needs: its recorded config, a model for it, the plugins, the
@@ -322,7 +332,12 @@ export const prepareResume = (
     const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
     const store = yield* LogStore.open(location, env.env)
     const ends = yield* store.ends(session).pipe(Effect.mapError(logError))
-    const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
+    if (ends.first?.type !== "session.started") {
+      // empty, or its first line torn: opening it repairs it and clears a stale lock; still no task
+      yield* Effect.scoped(store.open(session)).pipe(Effect.mapError(logError))
+      return yield* noTask(session)
+    }
+    const config = yield* SessionRuntime.configOf([ends.first]).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
     const nextSeq = (ends.last?.seq ?? -1) + 1
@@ -355,7 +370,8 @@ export const prepareResume = (
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     // the session's approval mode and rules were settled when it started (they are in its log);
     // the project's skills and MCP servers are read again, so they need the folder's trust now
@@ -409,11 +425,11 @@ export const recordedMcp = (
     ? Mcp.recorded(config.discovered?.mcp, found, { root: config.root, env })
     : Effect.succeed(undefined)
 
-/** The newest session of a store. */
+/** The newest session of a store (an empty one too: it says itself why it is empty). */
 export const latestSession = (store: EventLog.StoreService): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
     const list = yield* store.sessions.pipe(Effect.mapError(logError))
-    const first = list.find((s) => s.events > 0)
+    const first = list[0]
     if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${store.where} yet` })
     return first.id
   })
