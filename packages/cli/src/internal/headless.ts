@@ -224,8 +224,7 @@ const finishRun = (
   nothingDone?: (() => string) | undefined
 ) =>
   Effect.gen(function* () {
-    const fresh =
-      fromSeq === undefined ? [] : yield* store.read(session, fromSeq).pipe(Effect.orElseSucceed(() => []))
+    const fresh = fromSeq === undefined ? [] : yield* store.read(session, fromSeq).pipe(Effect.orElseSucceed(() => []))
     const outcome = Session.exitCodeOf(fresh)
     let code = outcome.code
     let status = outcome.status

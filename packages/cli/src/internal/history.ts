@@ -79,11 +79,12 @@ const titleOf = (
     readonly id: string
     readonly title: string | null
     readonly events: number
-    readonly firstInput?: string | undefined
+    readonly firstInput?: string | null | undefined
   }
 ) => {
   if (s.events === 0) return "(empty: stopped before its task was recorded)"
-  const input = s.firstInput ?? (location.kind === "dir" ? firstInput(location.dir, s.id) : null)
+  const input =
+    s.firstInput !== undefined ? s.firstInput : location.kind === "dir" ? firstInput(location.dir, s.id) : null
   if (input === null) return "(no task recorded)"
   return s.title && s.title.trim() !== "" ? s.title : input
 }

@@ -1244,9 +1244,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     let code: number = ExitCode.Success
     let failure: string | undefined
     app.setBusy(resuming ? "resuming" : "starting")
-    const recorded = resuming
-      ? yield* prepared.store.read(session).pipe(Effect.orElseSucceed(() => []))
-      : []
+    const recorded = resuming ? yield* prepared.store.read(session).pipe(Effect.orElseSucceed(() => [])) : []
     app.replayedBelow = recorded.length
     const program = resuming
       ? SessionRuntime.resume({ session, io, services: services(recorded), store: prepared.store })
