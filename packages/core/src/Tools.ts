@@ -43,6 +43,30 @@ export interface CallContext {
   readonly progress: (chunk: string) => Effect.Effect<void>
 }
 
+/**
+ * How a call the session stopped in the middle of ends, decided on resume by looking at the world
+ * (see `Definition.settle`): its effect happened and this is its result (`done`), it did not
+ * happen or may safely happen again (`rerun`), or nobody can tell (`interrupted`: the model is told
+ * the effect may be partial).
+ */
+export type Settlement<S = unknown> =
+  | { readonly _tag: "done"; readonly result: S }
+  | { readonly _tag: "rerun" }
+  | { readonly _tag: "interrupted"; readonly reason?: string | undefined }
+
+export const Settlement = {
+  done: <S>(result: S): Settlement<S> => ({ _tag: "done", result }),
+  rerun: { _tag: "rerun" } as Settlement<never>,
+  interrupted: (reason?: string): Settlement<never> =>
+    reason === undefined ? { _tag: "interrupted" } : { _tag: "interrupted", reason }
+}
+
+/** What `settle` gets besides the call's parameters: the call's context and what `observe` saw before it ran. */
+export interface SettleContext extends CallContext {
+  /** The value `observe` returned when the call started (`undefined` without `observe`, or in logs from before it). */
+  readonly observed: unknown
+}
+
 export interface Definition<P = any, S = any> {
   readonly name: string
   readonly description: string
@@ -58,6 +82,21 @@ export interface Definition<P = any, S = any> {
   readonly paths: (params: P) => ReadonlyArray<string>
   /** A preview for approval prompts, e.g. a diff. */
   readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  /**
+   * For a tool whose effect lies outside the files its `paths` name (a git merge, a deployment): what
+   * to look at before the call runs (e.g. the branch head). Recorded with the call's start, as an
+   * observation (a replay serves it, never compares it), and handed to `settle`.
+   */
+  readonly observe?: ((params: P, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  /**
+   * How a call that was running when the session stopped settles on resume: look at the world (and
+   * at what `observe` saw) and say whether its effect happened (`done` with the result it would have
+   * had), may run again (`rerun`), or is unknown (`interrupted`). Without it, a `read` or
+   * `idempotent` tool re-runs, a `write` tool is judged by the fingerprints of its `paths`, and
+   * anything else is reported as interrupted. The settlement is recorded as the call's outcome
+   * (with `settled` saying which), so a replay takes it from the log.
+   */
+  readonly settle?: ((params: P, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>) | undefined
   /**
    * The handler only changes in-session state (the crew, the plan, goals), never the world: it runs
    * again on replay and its result is checked against the log instead of served from it.
@@ -76,6 +115,10 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly paths?: ((params: Schema.Struct.Type<F>) => ReadonlyArray<string>) | undefined
   readonly preview?:
     | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
+    | undefined
+  readonly observe?: ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  readonly settle?:
+    | ((params: Schema.Struct.Type<F>, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>)
     | undefined
   readonly internal?: boolean | undefined
 }
@@ -113,6 +156,8 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     summarize: options.summarize ?? ((p) => `${options.name} ${JSON.stringify(p)}`),
     paths: options.paths ?? (() => []),
     preview: options.preview,
+    observe: options.observe,
+    settle: options.settle,
     internal: options.internal ?? false
   }
 }

@@ -6,8 +6,8 @@
  * replay exactly. Compaction and video are loaded when a session first needs them (a large
  * context, a prompt with a video), not at start-up.
  */
-import { spawnSync } from "node:child_process"
 import { type Plugin, Recorder, Skill } from "@musekit/core"
+import { Git } from "@musekit/node"
 import * as SkillsPackage from "@musekit/plugin-skills"
 import { WorktreePlugin } from "@musekit/plugin-worktree"
 import { Effect, Option } from "effect"
@@ -199,11 +199,14 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
 
 // ---------------------------------------------------------------------------------------------
 
-/** Whether `root` is inside a git working tree with at least one commit (worktrees start from it). */
+/**
+ * Whether `root` is inside a git working tree with at least one commit (worktrees start from it).
+ * Asked with muse's hardened git, like every other git call muse makes.
+ */
 export const inGitRepo = (root: string): boolean => {
-  const inside = spawnSync("git", ["rev-parse", "--is-inside-work-tree"], { cwd: root, encoding: "utf8" })
+  const inside = Git.runSync(["rev-parse", "--is-inside-work-tree"], { cwd: root })
   if (inside.status !== 0 || inside.stdout.trim() !== "true") return false
-  return spawnSync("git", ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root }).status === 0
+  return Git.runSync(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root }).status === 0
 }
 
 /** What the main agent is told when crew members work in worktrees. */

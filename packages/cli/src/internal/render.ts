@@ -252,7 +252,8 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
     case "crew.spawned":
       return [s.dim(`+ ${e.agent} joined the crew (${data.role ?? "?"})`)]
     case "crew.task.received":
-      return data.kind === "stop"
+      // a `fail` letter is followed by the member's failure, which says why
+      return data.kind === "stop" || data.kind === "fail"
         ? []
         : [`${tag}${s.dim(`← ${data.kind ?? "task"} from ${data.from ?? "?"}: ${firstLine(data.text, 160)}`)}`]
     case "crew.task.done":
@@ -263,6 +264,18 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       return [`${tag}${s.red(`✗ failed: ${firstLine(data.error, 200)}`)}`]
     case "crew.stopped":
       return [`${tag}${s.dim("stopped")}`]
+    case "worktree.reattached": {
+      const all: Array<any> = Array.isArray(data.worktrees) ? data.worktrees : []
+      const back = all.filter((w) => w.status !== "failed")
+      return [
+        ...(back.length > 0
+          ? [s.dim(`↺ worktrees back after the restart: ${back.map((w) => `${w.agent} (${w.status})`).join(", ")}`)]
+          : []),
+        ...all
+          .filter((w) => w.status === "failed")
+          .map((w) => s.red(`✗ the worktree of ${w.agent} could not be brought back: ${firstLine(w.error, 200)}`))
+      ]
+    }
     case "crew.review.requested":
       return [`${tag}${s.dim(`asks ${data.reviewer ?? "a reviewer"} for a review (round ${data.round ?? 1})`)}`]
     case "crew.verdict.received":
