@@ -33,6 +33,9 @@
  * ```
  */
 import { type SpawnSyncReturns, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 
 /** Config every muse git call runs with, whatever any config file says. */
 export const fixedConfig: ReadonlyArray<readonly [key: string, value: string]> = [
@@ -141,31 +144,154 @@ export const readsContent = (args: ReadonlyArray<string>): boolean => {
   return !PLUMBING.has(sub)
 }
 
-/** The command that lists the configuration with where each value comes from. */
-export const LIST_CONFIG: ReadonlyArray<string> = ["config", "--list", "--show-scope", "-z"]
+/** The command that lists the configuration with the scope and file of each value. */
+export const LIST_CONFIG: ReadonlyArray<string> = ["config", "--list", "--show-scope", "--show-origin", "-z"]
 
 export interface ConfigEntry {
   /** `system`, `global`, `local`, `worktree` or `command` (includes take the scope of the file including them). */
   readonly scope: string
+  /** Where the value comes from, as git prints it: `file:<path>` (relative to where git ran), `command line:`, … */
+  readonly origin: string
   /** As git prints it: section and variable lowercased, subsection as written. */
   readonly key: string
   /** `undefined` for a key given without `=` (boolean true). */
   readonly value: string | undefined
 }
 
-/** Parse the output of {@link LIST_CONFIG} (`<scope>\0<key>\n<value>\0` records). */
+/** Parse the output of {@link LIST_CONFIG} (`<scope>\0<origin>\0<key>\n<value>\0` records). */
 export const parseConfigList = (out: string): Array<ConfigEntry> => {
   const parts = out.split("\0")
   const entries: Array<ConfigEntry> = []
-  for (let i = 0; i + 1 < parts.length; i += 2) {
+  for (let i = 0; i + 2 < parts.length; i += 3) {
     const scope = parts[i]!
-    const rec = parts[i + 1]!
+    const origin = parts[i + 1]!
+    const rec = parts[i + 2]!
     const nl = rec.indexOf("\n")
     entries.push(
-      nl < 0 ? { scope, key: rec, value: undefined } : { scope, key: rec.slice(0, nl), value: rec.slice(nl + 1) }
+      nl < 0
+        ? { scope, origin, key: rec, value: undefined }
+        : { scope, origin, key: rec.slice(0, nl), value: rec.slice(nl + 1) }
     )
   }
   return entries
+}
+
+// ---------------------------------------------------------------------------------------------
+// One listing per configuration
+
+/** A listing's overrides, with the files it depends on and their state when it was made. */
+interface Listed {
+  readonly overrides: ReadonlyArray<readonly [string, string]>
+  readonly files: ReadonlyArray<string>
+  readonly signature: string
+}
+
+const homeOf = (env: Record<string, string | undefined>) => env.HOME ?? os.homedir()
+
+/**
+ * Every file whose change (or appearance) could change what git lists in `cwd`: the files the
+ * values came from, the targets of `include.path` / `includeIf.*.path` (also those that do not
+ * exist yet), each repository config's `config.worktree`, and the user's global files.
+ */
+const filesBehind = (
+  entries: ReadonlyArray<ConfigEntry>,
+  cwd: string,
+  env: Record<string, string | undefined>
+): Array<string> => {
+  const files = new Set<string>()
+  for (const e of entries) {
+    if (!e.origin.startsWith("file:")) continue
+    const file = path.resolve(cwd, e.origin.slice("file:".length))
+    files.add(file)
+    if (e.scope === "local" && path.basename(file) === "config") {
+      files.add(path.join(path.dirname(file), "config.worktree"))
+    }
+    if ((e.key === "include.path" || /^includeif\..*\.path$/s.test(e.key)) && e.value) {
+      const target = e.value.startsWith("~/") ? path.join(homeOf(env), e.value.slice(2)) : e.value
+      files.add(path.resolve(path.dirname(file), target))
+    }
+  }
+  if (env.GIT_DIR) {
+    files.add(path.resolve(cwd, env.GIT_DIR, "config"))
+    files.add(path.resolve(cwd, env.GIT_DIR, "config.worktree"))
+  }
+  if (env.GIT_CONFIG_GLOBAL) files.add(path.resolve(cwd, env.GIT_CONFIG_GLOBAL))
+  else {
+    files.add(path.join(homeOf(env), ".gitconfig"))
+    files.add(path.join(env.XDG_CONFIG_HOME ?? path.join(homeOf(env), ".config"), "git", "config"))
+  }
+  return [...files].sort()
+}
+
+/**
+ * The state of `files` now; `undefined` when one changed too recently to tell it apart from a
+ * change right after the listing (file times may be coarse).
+ */
+const signatureOf = (files: ReadonlyArray<string>): string | undefined => {
+  const now = Date.now()
+  const parts: Array<string> = []
+  for (const f of files) {
+    try {
+      const st = fs.statSync(f)
+      if (now - st.mtimeMs < 2000 || now - st.ctimeMs < 2000) return undefined
+      parts.push(`${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`)
+    } catch {
+      parts.push("-")
+    }
+  }
+  return parts.join("|")
+}
+
+const listings = new Map<string, Listed>()
+const MAX_LISTINGS = 64
+
+const listingKey = (cwd: string, env: Record<string, string | undefined>) =>
+  JSON.stringify([
+    path.resolve(cwd),
+    env.GIT_DIR ?? "",
+    env.GIT_WORK_TREE ?? "",
+    env.GIT_CONFIG_GLOBAL ?? "",
+    homeOf(env)
+  ])
+
+/**
+ * The overrides for git run in `cwd` with `env` (made by {@link environment}) when the listing made
+ * there last is still current — none of the files behind it changed; otherwise `undefined`: list again.
+ */
+export const knownOverrides = (
+  cwd: string,
+  env: Record<string, string | undefined>
+): ReadonlyArray<readonly [string, string]> | undefined => {
+  const key = listingKey(cwd, env)
+  const l = listings.get(key)
+  if (l === undefined) return undefined
+  if (signatureOf(l.files) !== l.signature) {
+    listings.delete(key)
+    return undefined
+  }
+  return l.overrides
+}
+
+/**
+ * The overrides a fresh listing (the output of {@link LIST_CONFIG} run in `cwd` with `env`) calls
+ * for; remembered for {@link knownOverrides} while the files behind it stay as they are.
+ */
+export const overridesFromListing = (
+  out: string,
+  cwd: string,
+  env: Record<string, string | undefined>
+): ReadonlyArray<readonly [string, string]> => {
+  const entries = parseConfigList(out)
+  const overrides = repoOverrides(entries)
+  const files = filesBehind(entries, cwd, env)
+  const signature = signatureOf(files)
+  const key = listingKey(cwd, env)
+  listings.delete(key)
+  if (signature !== undefined) {
+    listings.set(key, { overrides, files, signature })
+    if (listings.size > MAX_LISTINGS) listings.delete(listings.keys().next().value!)
+  }
+  return overrides
 }
 
 /** Scopes whose settings are the user's own; everything else comes with the repository. */
@@ -250,15 +376,16 @@ export const runSync = (args: ReadonlyArray<string>, options: RunSyncOptions): S
       error: new Error(problem)
     }
   }
-  let overrides: Array<readonly [string, string]> = []
+  let overrides: ReadonlyArray<readonly [string, string]> = []
   if (readsContent(args)) {
-    const list = spawnSync("git", LIST_CONFIG as Array<string>, {
-      cwd: options.cwd,
-      encoding: "utf8",
-      env: environment([], options.env)
-    })
-    if (list.status !== 0) return list
-    overrides = repoOverrides(parseConfigList(list.stdout))
+    const env = environment([], options.env)
+    const known = knownOverrides(options.cwd, env)
+    if (known) overrides = known
+    else {
+      const list = spawnSync("git", LIST_CONFIG as Array<string>, { cwd: options.cwd, encoding: "utf8", env })
+      if (list.status !== 0) return list
+      overrides = overridesFromListing(list.stdout, options.cwd, env)
+    }
   }
   return spawnSync("git", args as Array<string>, {
     cwd: options.cwd,

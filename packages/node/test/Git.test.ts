@@ -78,10 +78,10 @@ describe("Git", () => {
       ["local", "user.name\nSomeone"],
       ["local", "core.bare"]
     ]
-      .map(([scope, rec]) => `${scope}\0${rec}\0`)
+      .map(([scope, rec]) => `${scope}\0file:${scope === "global" ? "/home/u/.gitconfig" : ".git/config"}\0${rec}\0`)
       .join("")
     const entries = Git.parseConfigList(out)
-    expect(entries.at(-1)).toEqual({ scope: "local", key: "core.bare", value: undefined })
+    expect(entries.at(-1)).toEqual({ scope: "local", origin: "file:.git/config", key: "core.bare", value: undefined })
     expect(Object.fromEntries(Git.repoOverrides(entries))).toEqual({
       "filter.Crypt=x.clean": "",
       "filter.Crypt=x.smudge": "",
@@ -96,22 +96,26 @@ describe("Git", () => {
   })
 
   it("leaves out the environment that redirects git or names programs for it", () => {
-    const env = Git.environment([["filter.x.clean", ""]], { GIT_INDEX_FILE: "/tmp/i" }, {
-      PATH: "/usr/bin",
-      HOME: "/home/u",
-      GIT_DIR: "/elsewhere/.git",
-      GIT_WORK_TREE: "/elsewhere",
-      GIT_EXEC_PATH: "/evil/libexec",
-      GIT_CONFIG_PARAMETERS: "'core.fsmonitor'='evil'",
-      GIT_CONFIG_COUNT: "1",
-      GIT_CONFIG_KEY_0: "core.fsmonitor",
-      GIT_CONFIG_VALUE_0: "evil",
-      GIT_SSH_COMMAND: "evil",
-      GIT_EXTERNAL_DIFF: "evil",
-      SSH_ASKPASS: "evil",
-      GIT_AUTHOR_NAME: "Ada",
-      GIT_CONFIG_GLOBAL: "/home/u/.gitconfig"
-    })
+    const env = Git.environment(
+      [["filter.x.clean", ""]],
+      { GIT_INDEX_FILE: "/tmp/i" },
+      {
+        PATH: "/usr/bin",
+        HOME: "/home/u",
+        GIT_DIR: "/elsewhere/.git",
+        GIT_WORK_TREE: "/elsewhere",
+        GIT_EXEC_PATH: "/evil/libexec",
+        GIT_CONFIG_PARAMETERS: "'core.fsmonitor'='evil'",
+        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_KEY_0: "core.fsmonitor",
+        GIT_CONFIG_VALUE_0: "evil",
+        GIT_SSH_COMMAND: "evil",
+        GIT_EXTERNAL_DIFF: "evil",
+        SSH_ASKPASS: "evil",
+        GIT_AUTHOR_NAME: "Ada",
+        GIT_CONFIG_GLOBAL: "/home/u/.gitconfig"
+      }
+    )
     for (const k of ["GIT_DIR", "GIT_WORK_TREE", "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "GIT_SSH_COMMAND"]) {
       expect(env[k], k).toBeUndefined()
     }
@@ -144,6 +148,27 @@ describe("Git", () => {
     plain(repo, "add", "-A")
     plain(repo, "commit", "-q", "-m", "three")
     expect(ran()).toEqual(expect.arrayContaining(["clean", "fsmonitor", "post-commit", "reference-transaction"]))
+  })
+
+  it("lists the configuration again when a file behind it changes or appears", async () => {
+    const { repo, marks, ran } = hostileRepo()
+    const evil = path.join(path.dirname(marks), "evil.sh")
+    // no filter of its own yet, and an include that points at nothing (yet)
+    const config = path.join(repo, ".git", "config")
+    fs.writeFileSync(config, fs.readFileSync(config, "utf8").replace(/\[filter "a=b"\][^[]*/s, ""))
+    fs.appendFileSync(config, "[include]\n\tpath = ../later.cfg\n")
+    // files changed in the last 2 s are never trusted to be unchanged: let them age
+    await new Promise((r) => setTimeout(r, 2100))
+    expect(Git.runSync(["status", "--porcelain"], { cwd: repo }).status).toBe(0)
+    // the include target appears, defining the filter the attributes name
+    fs.writeFileSync(path.join(repo, "later.cfg"), `[filter "a=b"]\n\tclean = ${evil} clean-included\n`)
+    expect(Git.runSync(["add", "-A"], { cwd: repo }).status).toBe(0)
+    // the repository's own config changes
+    fs.appendFileSync(config, `[filter "a=b"]\n\tsmudge = ${evil} smudge-local\n`)
+    fs.rmSync(path.join(repo, "a.txt"))
+    expect(Git.runSync(["checkout", "--", "a.txt"], { cwd: repo }).status).toBe(0)
+    expect(ran()).toEqual([])
+    expect(fs.readFileSync(path.join(repo, "a.txt"), "utf8")).toBe("two\n")
   })
 
   it("says when git is missing or too old", () => {

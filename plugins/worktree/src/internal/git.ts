@@ -106,17 +106,23 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
       ...(options.optionalLocks === false ? { GIT_OPTIONAL_LOCKS: "0" } : {}),
       ...options.env
     }
-    let overrides: Array<readonly [string, string]> = []
+    let overrides: ReadonlyArray<readonly [string, string]> = []
     if (Git.readsContent(args)) {
-      const list = yield* spawnGit(Git.LIST_CONFIG, options.cwd, Git.environment([], extra), undefined)
-      if (list.code !== 0)
-        return yield* new GitFailed({
-          args: [...Git.LIST_CONFIG],
-          cwd: options.cwd,
-          exitCode: list.code,
-          stderr: list.stderr
-        })
-      overrides = Git.repoOverrides(Git.parseConfigList(list.stdout))
+      // listed again whenever a file behind the configuration changed
+      const env = Git.environment([], extra)
+      const known = Git.knownOverrides(options.cwd, env)
+      if (known) overrides = known
+      else {
+        const list = yield* spawnGit(Git.LIST_CONFIG, options.cwd, env, undefined)
+        if (list.code !== 0)
+          return yield* new GitFailed({
+            args: [...Git.LIST_CONFIG],
+            cwd: options.cwd,
+            exitCode: list.code,
+            stderr: list.stderr
+          })
+        overrides = Git.overridesFromListing(list.stdout, options.cwd, env)
+      }
     }
     return yield* spawnGit(args, options.cwd, Git.environment(overrides, extra), options.input)
   })
