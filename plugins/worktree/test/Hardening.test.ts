@@ -110,43 +110,45 @@ describe("Worktrees in a hostile repository", () => {
     })
   )
 
-  it.live("a worktree whose .git was rewritten to point at the main repository: git refused, the branch untouched", () =>
-    Effect.gen(function* () {
-      const repo = makeRepo()
-      const wt = yield* Worktrees.make({ repo, sessionId: "s1" })
-      const a = yield* wt.allocate({ agent: "worker-1" })
-      write(path.join(a.path, "stolen.txt"), "should never reach main\n")
-      const dotGit = path.join(a.path, ".git")
-      const original = read(dotGit)
-      const headBefore = sh(repo, "rev-parse", "HEAD")
-      fs.writeFileSync(dotGit, `gitdir: ${path.join(repo, ".git")}\n`)
+  it.live(
+    "a worktree whose .git was rewritten to point at the main repository: git refused, the branch untouched",
+    () =>
+      Effect.gen(function* () {
+        const repo = makeRepo()
+        const wt = yield* Worktrees.make({ repo, sessionId: "s1" })
+        const a = yield* wt.allocate({ agent: "worker-1" })
+        write(path.join(a.path, "stolen.txt"), "should never reach main\n")
+        const dotGit = path.join(a.path, ".git")
+        const original = read(dotGit)
+        const headBefore = sh(repo, "rev-parse", "HEAD")
+        fs.writeFileSync(dotGit, `gitdir: ${path.join(repo, ".git")}\n`)
 
-      for (const attempt of [wt.commit("worker-1", "steal"), wt.merge("worker-1"), wt.diff("worker-1")]) {
-        const e = yield* Effect.flip(attempt as Effect.Effect<unknown, Worktrees.WorktreeError>)
-        expect(e._tag).toBe("WorktreeTampered")
-        expect(e.message).toContain(`points at ${path.join(repo, ".git")}`)
-        expect(e.message).toContain("Refusing to run git there")
-      }
-      expect(sh(repo, "rev-parse", "HEAD")).toBe(headBefore)
-      expect(sh(repo, "status", "--porcelain")).toBe("")
-      expect(fs.existsSync(path.join(repo, "stolen.txt"))).toBe(false)
+        for (const attempt of [wt.commit("worker-1", "steal"), wt.merge("worker-1"), wt.diff("worker-1")]) {
+          const e = yield* Effect.flip(attempt as Effect.Effect<unknown, Worktrees.WorktreeError>)
+          expect(e._tag).toBe("WorktreeTampered")
+          expect(e.message).toContain(`points at ${path.join(repo, ".git")}`)
+          expect(e.message).toContain("Refusing to run git there")
+        }
+        expect(sh(repo, "rev-parse", "HEAD")).toBe(headBefore)
+        expect(sh(repo, "status", "--porcelain")).toBe("")
+        expect(fs.existsSync(path.join(repo, "stolen.txt"))).toBe(false)
 
-      // a .git replaced by a repository of its own is refused too
-      fs.rmSync(dotGit)
-      fs.mkdirSync(dotGit)
-      const e = yield* Effect.flip(wt.commit("worker-1", "steal"))
-      expect(e.message).toContain("is a directory")
-      expect(sh(repo, "rev-parse", "HEAD")).toBe(headBefore)
+        // a .git replaced by a repository of its own is refused too
+        fs.rmSync(dotGit)
+        fs.mkdirSync(dotGit)
+        const e = yield* Effect.flip(wt.commit("worker-1", "steal"))
+        expect(e.message).toContain("is a directory")
+        expect(sh(repo, "rev-parse", "HEAD")).toBe(headBefore)
 
-      // after a restart, reattaching points it back at its own admin folder, and work goes on
-      const again = yield* Worktrees.make({ repo, sessionId: "s1" })
-      const [back] = yield* again.reattach([a])
-      expect(back?.status).toBe("attached")
-      expect(read(dotGit)).toBe(original)
-      yield* again.commit("worker-1", "work")
-      expect(yield* again.merge("worker-1")).toMatchObject({ _tag: "Merged", changed: true })
-      expect(read(path.join(repo, "stolen.txt"))).toBe("should never reach main\n")
-      expect(sh(repo, "log", "-1", "--format=%P").split(" ")).toHaveLength(2)
-    })
+        // after a restart, reattaching points it back at its own admin folder, and work goes on
+        const again = yield* Worktrees.make({ repo, sessionId: "s1" })
+        const [back] = yield* again.reattach([a])
+        expect(back?.status).toBe("attached")
+        expect(read(dotGit)).toBe(original)
+        yield* again.commit("worker-1", "work")
+        expect(yield* again.merge("worker-1")).toMatchObject({ _tag: "Merged", changed: true })
+        expect(read(path.join(repo, "stolen.txt"))).toBe("should never reach main\n")
+        expect(sh(repo, "log", "-1", "--format=%P").split(" ")).toHaveLength(2)
+      })
   )
 })

@@ -112,8 +112,11 @@ export interface KillLoopOptions {
   readonly session: string
   /** Kills to make before letting a run finish. */
   readonly kills: number
-  /** New events a run makes before it is killed: at least 1, at most this many (at random). */
-  readonly progress: number
+  /**
+   * New events a run makes before it is killed: at least 1, at most this many (at random); a
+   * function gets the number of events already in the log.
+   */
+  readonly progress: number | ((before: number) => number)
   /** Most milliseconds between seeing that progress and the kill (at random; default 3). */
   readonly delayMs?: number | undefined
   /** Give up after this many runs (default 200). */
@@ -148,7 +151,8 @@ export const killLoop = async (options: KillLoopOptions): Promise<KillLoopResult
     runs++
     const before = (await readEvents(options.state, options.session)).length
     const run = options.start()
-    const target = before + 1 + Math.floor(Math.random() * options.progress)
+    const most = typeof options.progress === "number" ? options.progress : options.progress(before)
+    const target = before + 1 + Math.floor(Math.random() * Math.max(1, most))
     let timer: NodeJS.Timeout | undefined
     if (kills < options.kills) {
       const watch = setInterval(() => {
