@@ -9,9 +9,10 @@
  * explicit, approvable step that reports conflicts and never leaves the repository half-merged.
  *
  * After a crash, `onResume` brings back every worktree the log says exists — before any agent
- * goes on — and records what it found (`worktree.reattached`, agent `worktree`); an allocation the
- * crash cut short is finished from what it had planned; a merge the crash cut short is settled by
- * asking git whether its commit is there (`worktree_merge` declares `observe` and `settle`).
+ * goes on — and records what it had to rebuild or could not (`worktree.reattached`, agent
+ * `worktree`); an allocation the crash cut short is finished from what it had planned; a merge the
+ * crash cut short is settled by asking git whether its commit is there (`worktree_merge` declares
+ * `observe` and `settle`).
  *
  * @example
  * ```ts
@@ -184,6 +185,8 @@ export const make = (options: Options): Plugin.Plugin => {
           }
         }
       }
+      // all of them as the log left them: nothing to tell (resuming a finished session changes nothing)
+      if (found.every((f) => f.status === "attached")) return
       yield* rec.append({ agent: NOTES, type: "worktree.reattached", data: { worktrees: found } })
     }).pipe(Effect.orDie)
 
