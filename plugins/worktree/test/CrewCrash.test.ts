@@ -8,8 +8,11 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Event } from "@musekit/core"
+import { SessionRuntime } from "@musekit/node"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Run, readEvents } from "../../../packages/node/test/support/chaos.js"
+import { WorktreePlugin } from "../src/index.js"
 import {
   type CrewRun,
   cleanupCrew,
@@ -26,9 +29,10 @@ const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" 
 
 /**
  * A `git` that runs the real one, except the first time its arguments contain `MUSE_TEST_PAUSE_ON`:
- * then it stops (`before`: without running it; `after`: once it ran), creates `MUSE_TEST_PAUSED`,
+ * then it stops (`before`: without running it; `after`: once it ran), creates `MUSE_TEST_PAUSED`
  * (holding the directory git ran in), and waits to be killed. `MUSE_TEST_SLOW_ON` makes matching
- * commands take a second longer.
+ * commands take a second longer; `git worktree add` of a path containing `MUSE_TEST_FAIL_ADD`
+ * fails, as git does when it cannot create the worktree.
  */
 const wrapperDir = () => {
   const dir = tmpDir("muse-git-wrapper-")
@@ -38,6 +42,13 @@ const wrapperDir = () => {
 case " $* " in
   *"$MUSE_TEST_SLOW_ON"*) [ -n "$MUSE_TEST_SLOW_ON" ] && sleep 1 ;;
 esac
+if [ -n "$MUSE_TEST_FAIL_ADD" ]; then
+  case " $* " in
+    *" worktree add "*"$MUSE_TEST_FAIL_ADD"*)
+      echo "fatal: could not create leading directories of '$MUSE_TEST_FAIL_ADD': No space left on device" >&2
+      exit 128 ;;
+  esac
+fi
 if [ -n "$MUSE_TEST_PAUSE_ON" ] && [ ! -e "$MUSE_TEST_PAUSED" ]; then
   case " $* " in
     *"$MUSE_TEST_PAUSE_ON"*)
@@ -98,6 +109,25 @@ const finish = async (r: CrewRun, env?: NodeJS.ProcessEnv): Promise<Run> => {
   return run
 }
 
+/** Events a replay of the session matched (`replay --verify`, without git). */
+const replayed = async (r: CrewRun) =>
+  (
+    await Effect.runPromise(
+      SessionRuntime.replay({
+        session: r.session,
+        dir: r.state,
+        verify: true,
+        plugins: [WorktreePlugin.make({ repo: r.repo, sessionId: r.session, replaying: true })]
+      })
+    )
+  ).matched
+
+/** What reached the main agent from the crew (at a turn boundary, or between the steps of a turn). */
+const toMain = (events: ReadonlyArray<Event.Envelope>) =>
+  events
+    .filter((e) => e.agent === "main" && (e.type === "crew.reports" || e.type === "inbox.delivered"))
+    .map((e) => (e.data as { text: string }).text)
+
 const inFlight = (events: ReadonlyArray<Event.Envelope>, type: string, agent: string) => {
   const intent = [...events].reverse().find((e) => e.type === type && e.agent === agent)
   return intent !== undefined && !events.some((e) => e.parent === intent.id)
@@ -154,6 +184,74 @@ describe("a crew in worktrees killed at exact moments", () => {
       result: { _tag: "Merged", commit: head, changed: true }
     })
     expect(await problemsOf(r)).toEqual([])
+  })
+
+  it("a worktree that cannot be made: the member fails visibly and never writes into the checkout", async () => {
+    const r = newCrewRun("nospace")
+    await finish(r, { PATH: `${wrapper.dir}${path.delimiter}${process.env.PATH}`, MUSE_TEST_FAIL_ADD: "/worker-2" })
+    const events = await readEvents(r.state, r.session)
+    expect(events.find((e) => e.type === "worktree.failed")).toMatchObject({ agent: "worker-2" })
+    const failed = events.find((e) => e.type === "crew.member.failed")
+    expect(failed).toMatchObject({ agent: "worker-2" })
+    expect((failed!.data as { error: string }).error).toContain("its git worktree could not be made")
+    expect((failed!.data as { error: string }).error).toContain("No space left on device")
+    // the main agent was told
+    const told = toMain(events)
+    expect(told.join("\n")).toMatch(/\[blocking\] worker-2: failed: .*could not be made/)
+    // nothing of worker-2 anywhere in the checkout; the others merged
+    expect(events.some((e) => e.agent === "worker-2" && e.type === "tool.started")).toBe(false)
+    expect(fs.existsSync(path.join(r.repo, "worker-2"))).toBe(false)
+    expect(sh(r.repo, "status", "--porcelain")).toBe("")
+    expect(sh(r.repo, "show", "main:worker-1/a.txt")).toBe("a.txt of worker-1")
+    expect(sh(r.repo, "show", "main:worker-3/b.txt")).toBe("b.txt of worker-3")
+    expect(await replayed(r)).toBe(events.length)
+  })
+
+  it("a worktree that cannot be brought back after a kill: recorded, the member fails once live, nothing lands in the checkout", async () => {
+    const r = newCrewRun("lost")
+    // the agents think slowly: kill once all three worktrees are made
+    const run = startCrew(r, { MUSE_TEST_MODEL_DELAY_MS: "400" })
+    await new Promise<void>((resolve) => {
+      const t = setInterval(() => {
+        if (run.acks.filter((a) => a.type === "worktree.allocated").length === 3) {
+          clearInterval(t)
+          run.kill()
+          resolve()
+        }
+      }, 1)
+      run.exit.then(() => {
+        clearInterval(t)
+        resolve()
+      })
+    })
+    expect((await run.exit).signal).toBe("SIGKILL")
+    const before = await readEvents(r.state, r.session)
+    // worker-2's worktree is gone (with whatever it wrote), and git cannot make it again
+    fs.rmSync(path.join(worktreeDir(r), "worker-2"), { recursive: true, force: true })
+    await finish(r, { PATH: `${wrapper.dir}${path.delimiter}${process.env.PATH}`, MUSE_TEST_FAIL_ADD: "/worker-2" })
+
+    const events = await readEvents(r.state, r.session)
+    const note = events.find((e) => e.type === "worktree.reattached")
+    expect(note?.agent).toBe("worktree")
+    expect((note!.data as any).worktrees).toContainEqual(
+      expect.objectContaining({ agent: "worker-2", status: "failed", error: expect.stringContaining("No space left") })
+    )
+    const failed = events.find((e) => e.type === "crew.member.failed")
+    expect(failed).toMatchObject({ agent: "worker-2" })
+    expect((failed!.data as { error: string }).error).toContain("could not be given back after the restart")
+    // a turn it was in when killed goes on, but every path is refused to it
+    for (const done of events.slice(before.length)) {
+      if (done.agent !== "worker-2" || done.type !== "tool.completed") continue
+      expect(done.data).toMatchObject({ isFailure: true })
+      expect(JSON.stringify(done.data)).toContain("the worktree is unavailable")
+    }
+    const told = toMain(events)
+    expect(told.join("\n")).toContain("[blocking] worker-2: failed")
+    expect(fs.existsSync(path.join(r.repo, "worker-2"))).toBe(false)
+    expect(sh(r.repo, "status", "--porcelain")).toBe("")
+    expect(sh(r.repo, "show", "main:worker-1/a.txt")).toBe("a.txt of worker-1")
+    // the log replays exactly, the failure included
+    expect(await replayed(r)).toBe(events.length)
   })
 
   it("a merge issued in the first milliseconds after resume finds every worktree back", async () => {
