@@ -10,6 +10,10 @@ export default defineConfig({
       { find: /^@musekit\/core$/, replacement: src("./packages/core/src/index.ts") },
       { find: /^@musekit\/node$/, replacement: src("./packages/node/src/index.ts") },
       { find: /^@musekit\/models$/, replacement: src("./packages/models/src/index.ts") },
+      { find: /^@musekit\/models\/openai$/, replacement: src("./packages/models/src/OpenAi.ts") },
+      { find: /^@musekit\/models\/anthropic$/, replacement: src("./packages/models/src/Anthropic.ts") },
+      { find: /^@musekit\/models\/google$/, replacement: src("./packages/models/src/Google.ts") },
+      { find: /^@musekit\/models\/openai-compatible$/, replacement: src("./packages/models/src/OpenAiCompatible.ts") },
       { find: /^@musekit\/cli$/, replacement: src("./packages/cli/src/index.ts") },
       { find: /^@musekit\/plugin-(\w+)$/, replacement: src("./plugins/$1/src/index.ts") }
     ]
@@ -18,6 +22,7 @@ export default defineConfig({
     include: ["packages/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    pool: "forks"
+    pool: "forks",
+    globalSetup: ["./vitest.tmpdir.ts"]
   }
 })

@@ -17,7 +17,7 @@ const runSession = (inputs: ReadonlyArray<string>, script: Scripted.Script) =>
     const dir = tmp()
     fs.writeFileSync(path.join(root, "notes.txt"), `${"a line of notes that the agent reads\n".repeat(400)}`)
     const queue = [...inputs]
-    const plugins = yield* Plugins.make({ root, userDir: null })
+    const plugins = yield* Plugins.make({ root, projectSkills: true, userDir: null })
     const config = SessionRuntime.config({ root, model: "scripted/test", crew: false, approvalMode: "auto" })
     const outputs: Array<string> = []
     yield* SessionRuntime.start({

@@ -89,8 +89,9 @@ describe("the interactive UI in a pseudo-terminal", () => {
 
     // the command asks with the exact command line
     await t.waitFor("main wants to run: $ npm test")
-    t.type("s")
-    await t.waitFor("⎿ allowed for this session")
+    await t.waitFor(/\[y\] yes.*\n.*$/)
+    t.type("y")
+    await t.waitFor(/⎿ allowed once[\s\S]*⎿ allowed once/)
     await t.waitFor("⎿ exit 0")
     await t.waitFor("Fixed: sum adds and npm test passes.")
     await t.waitFor(/✓ done · \d+ model calls/)

@@ -128,14 +128,21 @@ export const isStreamingRequest = (request: HttpClientRequest.HttpClientRequest)
   if (request.url.includes("alt=sse") || request.url.includes(":streamGenerateContent")) return true
   const body = request.body
   if (body._tag !== "Uint8Array") return false
-  const text = new TextDecoder().decode(body.body)
-  if (!/"stream"\s*:\s*true/.test(text)) return false
+  // Look for the key in the bytes, without decoding or parsing the body (a prompt can be large, and
+  // this runs for every request). Inside a JSON string a quote is escaped, so `"stream":true` there
+  // is never a match; the providers' clients write it at the top level.
+  const bytes = Buffer.from(body.body.buffer, body.body.byteOffset, body.body.byteLength)
+  if (bytes.indexOf(compactKey) !== -1 || bytes.indexOf(spacedKey) !== -1) return true
+  if (!/"stream"\s*:\s*true/.test(bytes.toString("latin1"))) return false
   try {
-    return JSON.parse(text)?.stream === true
+    return JSON.parse(bytes.toString("utf8"))?.stream === true
   } catch {
     return false
   }
 }
+
+const compactKey = Buffer.from('"stream":true')
+const spacedKey = Buffer.from('"stream": true')
 
 const withIdleTimeout = (
   response: HttpClientResponse.HttpClientResponse,

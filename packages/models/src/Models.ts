@@ -17,17 +17,11 @@
  * ```
  */
 import { LanguageModel } from "@effect/ai"
-import { AnthropicClient, AnthropicLanguageModel } from "@effect/ai-anthropic"
-import { GoogleClient, GoogleLanguageModel } from "@effect/ai-google"
-import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import type { HttpClient } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Effect, Either, Layer, Redacted, Schema, type Scope } from "effect"
-import * as HttpPolicy from "./HttpPolicy.js"
-import type { ErrorContext } from "./internal/errors.js"
-import { strictWhereSafe } from "./internal/openaiStrict.js"
-import { wrap } from "./internal/wrap.js"
-import * as ModelInfo from "./ModelInfo.js"
+import type * as HttpPolicy from "./HttpPolicy.js"
+import { isLoopback, prepare } from "./internal/construct.js"
 import * as OpenAiCompatible from "./OpenAiCompatible.js"
 import * as Provider from "./Provider.js"
 
@@ -89,15 +83,6 @@ const MUSE_BASE_URL = "MUSE_BASE_URL"
 
 const nonEmpty = (s: string | undefined): string | undefined =>
   s !== undefined && s.trim() !== "" ? s.trim() : undefined
-
-const isLoopback = (url: string) => {
-  try {
-    const host = new URL(url).hostname
-    return host === "localhost" || host === "::1" || host === "[::1]" || host.startsWith("127.")
-  } catch {
-    return false
-  }
-}
 
 const normalizeBaseUrl = (api: Provider.Api, url: string): string => {
   let u = url.replace(/\/+$/, "")
@@ -220,67 +205,36 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 // ---------------------------------------------------------------------------------------------
 // Construction
 
-const errorContext = (r: Resolved, options: Options): ErrorContext => ({
-  provider: r.provider.name,
-  label: r.provider.label,
-  model: r.model,
-  baseUrl: r.baseUrl,
-  local: r.provider.local || isLoopback(r.baseUrl),
-  apiKeyVariable: r.apiKeyVariable === "option" ? undefined : r.apiKeyVariable,
-  apiKeyHint: r.provider.apiKeyEnv[0]!,
-  maxRetries: Math.max(0, Math.floor(options.maxRetries ?? HttpPolicy.defaults.maxRetries))
-})
-
-/** Builds the provider's `LanguageModel` for an already resolved spec. */
+/**
+ * Builds the provider's `LanguageModel` for an already resolved spec. A provider's client is loaded
+ * when it is first used (`@musekit/models/openai`, `/anthropic`, `/google`), so a program that talks to
+ * one provider never loads the others.
+ */
 export const makeResolved = (
   r: Resolved,
   options: Options = {}
-): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient | Scope.Scope> =>
-  Effect.gen(function* () {
-    const policy = HttpPolicy.transformClient(options)
-    const extra = options.transformClient
-    const transform = (client: HttpClient.HttpClient) => policy(extra ? extra(client) : client)
-    const config: Record<string, unknown> = { ...options.config }
-    let inner: LanguageModel.Service
-    switch (r.provider.api) {
-      case "openai": {
-        const userStrict = config.strict !== undefined
-        if (options.maxOutputTokens !== undefined) config.max_output_tokens = options.maxOutputTokens
-        const client = yield* OpenAiClient.make({
-          apiKey: r.apiKey,
-          apiUrl: r.baseUrl,
-          transformClient: userStrict ? transform : (c) => transform(strictWhereSafe(c))
-        })
-        inner = yield* OpenAiLanguageModel.make({ model: r.model, config: config as any }).pipe(
-          Effect.provideService(OpenAiClient.OpenAiClient, client)
-        )
-        break
-      }
-      case "anthropic": {
-        config.max_tokens =
-          options.maxOutputTokens ?? config.max_tokens ?? Math.min(ModelInfo.maxOutputTokens(r.model), 16_384)
-        const client = yield* AnthropicClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform })
-        inner = yield* AnthropicLanguageModel.make({ model: r.model, config: config as any }).pipe(
-          Effect.provideService(AnthropicClient.AnthropicClient, client)
-        )
-        break
-      }
-      case "google": {
-        if (options.maxOutputTokens !== undefined) {
-          config.generationConfig = {
-            ...(config.generationConfig as object | undefined),
-            maxOutputTokens: options.maxOutputTokens
-          }
-        }
-        const client = yield* GoogleClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform })
-        inner = yield* GoogleLanguageModel.make({ model: r.model, config: { toolConfig: {}, ...config } as any }).pipe(
-          Effect.provideService(GoogleClient.GoogleClient, client)
-        )
-        break
-      }
-      case "openai-compatible": {
+): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient | Scope.Scope> => {
+  switch (r.provider.api) {
+    case "openai":
+      return Effect.flatMap(
+        Effect.promise(() => import("./OpenAi.js")),
+        (m) => m.make(r, options)
+      )
+    case "anthropic":
+      return Effect.flatMap(
+        Effect.promise(() => import("./Anthropic.js")),
+        (m) => m.make(r, options)
+      )
+    case "google":
+      return Effect.flatMap(
+        Effect.promise(() => import("./Google.js")),
+        (m) => m.make(r, options)
+      )
+    case "openai-compatible":
+      return Effect.gen(function* () {
+        const { transform, config, finish } = prepare(r, options)
         if (options.maxOutputTokens !== undefined) config.max_tokens = options.maxOutputTokens
-        inner = yield* OpenAiCompatible.make({
+        const inner = yield* OpenAiCompatible.make({
           model: r.model,
           apiUrl: r.baseUrl,
           apiKey: r.apiKey,
@@ -288,11 +242,10 @@ export const makeResolved = (
           config,
           transformClient: transform
         })
-        break
-      }
-    }
-    return wrap(r.provider.api, errorContext(r, options), inner)
-  })
+        return finish(inner)
+      })
+  }
+}
 
 /** Builds the `LanguageModel` for a spec; needs an `HttpClient`. */
 export const make = (

@@ -18,6 +18,10 @@
  *   Effect.provide(Llama),
  *   Effect.provide(NodeHttpClient.layerUndici)
  * )
+ *
+ * // the window the server runs the model with, where it says (vLLM, llama.cpp, Ollama, LM Studio, OpenRouter)
+ * const window = OpenAiCompatible.contextWindow({ model: "qwen3-coder", apiUrl: "http://127.0.0.1:8000/v1", provider: "vllm" })
+ * // Effect<Option<{ tokens: 262144, source: "http://127.0.0.1:8000/v1/models (max_model_len)" }>, never, HttpClient>
  * ```
  */
 import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
@@ -29,7 +33,7 @@ import {
   HttpClientRequest,
   type HttpClientResponse
 } from "@effect/platform"
-import { Context, Effect, Layer, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
 import { fromCompletion, StreamAssembler, toMessages, toolFields } from "./internal/chatCompletions.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
@@ -160,3 +164,142 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
 /** The adapter as a layer. */
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, HttpClient.HttpClient> =>
   Layer.effect(LanguageModel.LanguageModel, make(options))
+
+// ---------------------------------------------------------------------------------------------
+// The server's own word on the context window
+
+/** A context window as a server reported it. */
+export interface ReportedWindow {
+  /** Tokens. */
+  readonly tokens: number
+  /** Where it came from: the URL and the field, e.g. `http://127.0.0.1:8000/v1/models (max_model_len)`. */
+  readonly source: string
+}
+
+const positive = (x: unknown): number | undefined =>
+  typeof x === "number" && Number.isFinite(x) && x > 0 ? Math.floor(x) : undefined
+
+/** The fields servers use for a model's window in their model lists, best first. */
+const listFields: ReadonlyArray<readonly [string, (entry: any) => unknown]> = [
+  ["max_model_len", (e) => e?.max_model_len], // vLLM
+  ["loaded_context_length", (e) => e?.loaded_context_length], // LM Studio
+  ["max_context_length", (e) => e?.max_context_length], // LM Studio
+  ["context_length", (e) => e?.context_length], // OpenRouter and others
+  ["context_window", (e) => e?.context_window],
+  ["meta.n_ctx", (e) => e?.meta?.n_ctx],
+  ["meta.n_ctx_train", (e) => e?.meta?.n_ctx_train] // llama.cpp
+]
+
+const fromEntry = (entry: unknown, url: string): ReportedWindow | undefined => {
+  for (const [field, get] of listFields) {
+    const tokens = positive(get(entry))
+    if (tokens !== undefined) return { tokens, source: `${url} (${field})` }
+  }
+  return undefined
+}
+
+/** The entry for `model` in a `{ data: [...] }` model list (the only entry, when there is one). */
+const entryOf = (list: any, model: string): unknown => {
+  const data: Array<any> = Array.isArray(list?.data) ? list.data : Array.isArray(list) ? list : []
+  return data.find((e) => e?.id === model) ?? (data.length === 1 ? data[0] : undefined)
+}
+
+interface Probe {
+  readonly method: "GET" | "POST"
+  readonly url: string
+  readonly body?: unknown
+  readonly read: (json: any, url: string) => ReportedWindow | undefined
+}
+
+const probesFor = (provider: string, apiUrl: string, model: string): ReadonlyArray<Probe> => {
+  const origin = apiUrl.replace(/\/v1$/, "")
+  const models: Probe = { method: "GET", url: `${apiUrl}/models`, read: (j, u) => fromEntry(entryOf(j, model), u) }
+  // llama.cpp: the context the server runs with (`-c`), per slot
+  const props: Probe = {
+    method: "GET",
+    url: `${origin}/props`,
+    read: (j, u) => {
+      const n = positive(j?.default_generation_settings?.n_ctx) ?? positive(j?.n_ctx)
+      return n === undefined ? undefined : { tokens: n, source: `${u} (n_ctx)` }
+    }
+  }
+  // Ollama: num_ctx when the model sets one, else the model's own length
+  const show: Probe = {
+    method: "POST",
+    url: `${origin}/api/show`,
+    body: { model },
+    read: (j, u) => {
+      const numCtx = /(?:^|\n)\s*num_ctx\s+(\d+)/.exec(typeof j?.parameters === "string" ? j.parameters : "")
+      if (numCtx) return { tokens: Number(numCtx[1]), source: `${u} (num_ctx)` }
+      const info = j?.model_info ?? {}
+      for (const [k, v] of Object.entries(info)) {
+        const n = k.endsWith(".context_length") ? positive(v) : undefined
+        if (n !== undefined) return { tokens: n, source: `${u} (${k})` }
+      }
+      return undefined
+    }
+  }
+  // LM Studio's own REST API
+  const lmstudio: Probe = {
+    method: "GET",
+    url: `${origin}/api/v0/models/${encodeURIComponent(model)}`,
+    read: (j, u) => fromEntry(j, u)
+  }
+  switch (provider) {
+    case "ollama":
+      return [show]
+    case "llamacpp":
+      return [props, models]
+    case "lmstudio":
+      return [lmstudio, models]
+    case "vllm":
+    case "openrouter":
+    case "llama-api":
+      return [models]
+    default:
+      return [models, props]
+  }
+}
+
+/**
+ * The context window the server reports for `model`, where it reports one: vLLM (`max_model_len` in
+ * `/v1/models`), llama.cpp (`n_ctx` in `/props`, else `n_ctx_train`), Ollama (`num_ctx` or
+ * `<arch>.context_length` from `/api/show`), LM Studio (`/api/v0/models`), OpenRouter
+ * (`context_length`). `None` when the server does not say, cannot be reached, or takes longer
+ * than `timeout` (default 3 seconds); never fails.
+ */
+export const contextWindow = (options: {
+  readonly model: string
+  readonly apiUrl: string
+  readonly provider?: string | undefined
+  readonly apiKey?: Redacted.Redacted | undefined
+  readonly timeout?: Duration.DurationInput | undefined
+}): Effect.Effect<Option.Option<ReportedWindow>, never, HttpClient.HttpClient> =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const apiUrl = options.apiUrl.replace(/\/+$/, "")
+    for (const probe of probesFor(options.provider ?? "openai-compatible", apiUrl, options.model)) {
+      let request =
+        probe.method === "GET"
+          ? HttpClientRequest.get(probe.url)
+          : HttpClientRequest.post(probe.url, { body: HttpBody.unsafeJson(probe.body) })
+      request = HttpClientRequest.acceptJson(request)
+      if (options.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, Redacted.value(options.apiKey))
+      const json = yield* client.execute(request).pipe(
+        Effect.flatMap(
+          (r): Effect.Effect<unknown, unknown> => (r.status >= 200 && r.status < 300 ? r.json : Effect.fail(r.status))
+        ),
+        Effect.scoped,
+        Effect.option
+      )
+      const found = Option.isSome(json) ? probe.read(json.value, probe.url) : undefined
+      if (found !== undefined) return Option.some(found)
+    }
+    return Option.none<ReportedWindow>()
+  }).pipe(
+    Effect.timeoutTo({
+      duration: options.timeout ?? Duration.seconds(3),
+      onSuccess: (o) => o,
+      onTimeout: () => Option.none<ReportedWindow>()
+    })
+  )

@@ -364,7 +364,8 @@ export interface RunSyncOptions {
  * contents first lists the repository's configuration; when that fails, so does the command.
  */
 export const runSync = (args: ReadonlyArray<string>, options: RunSyncOptions): SpawnSyncReturns<string> => {
-  const problem = versionProblem()
+  // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
+  const problem = readsContent(args) ? versionProblem() : undefined
   if (problem) {
     return {
       pid: 0,

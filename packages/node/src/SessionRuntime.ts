@@ -58,7 +58,13 @@ export const Config = Schema.Struct({
    * Names of the plugins the session runs with, so a replay or a resume can put the same set
    * together (absent in sessions that did not say).
    */
-  plugins: Schema.optional(Schema.Array(Schema.String))
+  plugins: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * The model's context window in tokens, as the session was started with (from a flag, a config
+   * file, the model table or the model's server), so a replay or a resume budgets the context the
+   * same way without asking anyone (absent in sessions that did not say).
+   */
+  contextWindow: Schema.optional(Schema.Number)
 })
 export type Config = typeof Config.Type
 
@@ -125,6 +131,8 @@ export const config = (options: {
   readonly title?: string | undefined
   /** Names of the plugins the session runs with (recorded; see `Config.plugins`). */
   readonly plugins?: ReadonlyArray<string> | undefined
+  /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
+  readonly contextWindow?: number | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -138,7 +146,8 @@ export const config = (options: {
     ...(options.budget?.tokens !== undefined ? { tokens: options.budget.tokens } : {}),
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
-  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {})
+  ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
+  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */

@@ -4,8 +4,10 @@
  * spaced frames added when a clip has too few cuts), each with its timestamp.
  *
  * Binaries are looked up in this order: the `ffmpegPath` / `ffprobePath` options, the
- * `MUSE_FFMPEG` / `MUSE_FFPROBE` environment variables, then `PATH`. Every failure is a typed
- * error with a message meant for the person at the terminal (see `VideoError`).
+ * `MUSE_FFMPEG` / `MUSE_FFPROBE` environment variables, `PATH`, then the builds that ship inside
+ * the npm packages `@ffmpeg-installer/ffmpeg` and `@ffprobe-installer/ffprobe` (dependencies of
+ * this plugin). Every failure is a typed error with a message meant for the person at the
+ * terminal (see `VideoError`).
  *
  * @example
  * ```ts
@@ -25,6 +27,7 @@ import type { CommandExecutor } from "@effect/platform"
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Config, Duration, Effect, Option, Schema } from "effect"
+import { bundled, findOnPath } from "./internal/bundled.js"
 import * as Container from "./internal/container.js"
 import { decodeProbeOutput, finite, type ProbeStream } from "./internal/ffprobe.js"
 import { jpegSize } from "./internal/jpeg.js"
@@ -41,7 +44,8 @@ export const INSTALL_HINT =
   "Video input needs ffmpeg and ffprobe (ffprobe ships with ffmpeg). Install them with `apt-get install ffmpeg` " +
   "(Debian/Ubuntu), `brew install ffmpeg` (macOS) or `winget install ffmpeg` (Windows), or point MuseKit at " +
   "existing binaries with the `ffmpegPath` / `ffprobePath` options or the MUSE_FFMPEG / MUSE_FFPROBE " +
-  "environment variables."
+  "environment variables. Without them, the builds in the npm packages @ffmpeg-installer/ffmpeg and " +
+  "@ffprobe-installer/ffprobe are used when installed."
 
 /** ffmpeg or ffprobe could not be started. */
 export class FfmpegNotFound extends Schema.TaggedError<FfmpegNotFound>("@musekit/plugin-video/FfmpegNotFound")(
@@ -147,9 +151,12 @@ export type VideoError =
 // ---------------------------------------------------------------------------------------------
 
 export interface BinaryOptions {
-  /** Path of the ffmpeg binary (default: MUSE_FFMPEG, then `ffmpeg` on PATH). */
+  /** Path of the ffmpeg binary (default: MUSE_FFMPEG, then `ffmpeg` on PATH, then the npm build). */
   readonly ffmpegPath?: string | undefined
-  /** Path of ffprobe (default: MUSE_FFPROBE, then `ffprobe` next to a configured ffmpeg, then PATH). */
+  /**
+   * Path of ffprobe (default: MUSE_FFPROBE, then `ffprobe` next to a configured ffmpeg, then PATH,
+   * then the npm build).
+   */
   readonly ffprobePath?: string | undefined
 }
 
@@ -297,7 +304,7 @@ export const mediaTypes: ReadonlyArray<string> = ["video/mp4", "video/quicktime"
 export interface Binary {
   readonly name: "ffmpeg" | "ffprobe"
   readonly path: string
-  /** `PATH`, `option ffmpegPath`, `env MUSE_FFMPEG`, `next to ffmpeg`. */
+  /** `PATH`, `option ffmpegPath`, `env MUSE_FFMPEG`, `next to ffmpeg`, `npm @ffmpeg-installer/ffmpeg …`. */
   readonly source: string
 }
 
@@ -307,6 +314,19 @@ const envPath = (name: string) =>
     Effect.orElseSucceed(() => undefined)
   )
 
+/** ffmpeg 5.1 renamed `-vsync` to `-fps_mode`; binaries found to predate it. */
+const oldSyncOption = new Set<string>()
+const fpsMode = ["-fps_mode", "vfr"] as const
+const vsync = ["-vsync", "vfr"] as const
+
+/** `name` on PATH, else the npm build, else plain `name` (which then fails to start, with the install hint). */
+const fromMachine = (name: "ffmpeg" | "ffprobe"): Binary => {
+  const onPath = findOnPath(name)
+  if (onPath) return { name, path: onPath, source: "PATH" }
+  const npm = bundled(name)
+  return npm ? { name, path: npm.path, source: npm.source } : { name, path: name, source: "PATH" }
+}
+
 /** Which ffmpeg and ffprobe will run (nothing is started). */
 export const binaries = (
   options: BinaryOptions = {}
@@ -314,24 +334,25 @@ export const binaries = (
   Effect.gen(function* () {
     const envFfmpeg = yield* envPath("MUSE_FFMPEG")
     const envFfprobe = yield* envPath("MUSE_FFPROBE")
-    const ffmpeg: Binary = options.ffmpegPath
+    const configured: Binary | undefined = options.ffmpegPath
       ? { name: "ffmpeg", path: options.ffmpegPath, source: "option ffmpegPath" }
       : envFfmpeg
         ? { name: "ffmpeg", path: envFfmpeg, source: "env MUSE_FFMPEG" }
-        : { name: "ffmpeg", path: "ffmpeg", source: "PATH" }
+        : undefined
+    const ffmpeg = configured ?? fromMachine("ffmpeg")
     if (options.ffprobePath) {
       return { ffmpeg, ffprobe: { name: "ffprobe", path: options.ffprobePath, source: "option ffprobePath" } }
     }
     if (envFfprobe) return { ffmpeg, ffprobe: { name: "ffprobe", path: envFfprobe, source: "env MUSE_FFPROBE" } }
     const base = NodePath.basename(ffmpeg.path)
-    if (ffmpeg.source !== "PATH" && /ffmpeg/i.test(base)) {
+    if (configured && /ffmpeg/i.test(base)) {
       const sibling = NodePath.join(NodePath.dirname(ffmpeg.path), base.replace(/ffmpeg/i, "ffprobe"))
       const fs = yield* FileSystem.FileSystem
       if (yield* fs.exists(sibling).pipe(Effect.orElseSucceed(() => false))) {
         return { ffmpeg, ffprobe: { name: "ffprobe", path: sibling, source: `next to ffmpeg (${ffmpeg.source})` } }
       }
     }
-    return { ffmpeg, ffprobe: { name: "ffprobe", path: "ffprobe", source: "PATH" } }
+    return { ffmpeg, ffprobe: fromMachine("ffprobe") }
   })
 
 const startFailure = (bin: Binary, file: string) => (e: PlatformError) =>
@@ -468,6 +489,10 @@ export const probe = (
       const cut = yield* Container.truncatedBox(file, sizeBytes).pipe(Effect.orElseSucceed(() => Option.none()))
       if (Option.isSome(cut)) return yield* new VideoCorrupt({ file, reason: cut.value })
     }
+    if (kind._tag === "ebml") {
+      const cut = yield* Container.truncatedEbml(file, sizeBytes).pipe(Effect.orElseSucceed(() => Option.none()))
+      if (Option.isSome(cut)) return yield* new VideoCorrupt({ file, reason: cut.value })
+    }
 
     const errors: Array<string> = []
     const outcome = yield* run(
@@ -588,24 +613,26 @@ export const keyframes = (
       const stream = ["-map", `0:${metadata.videoStream}`, "-an", "-sn", "-dn"]
 
       // 1. one decode: scene frames, their times (showinfo) and scores (metadata=print)
-      const log = emptySceneLog()
-      const scene = yield* run(
-        bins.ffmpeg,
-        file,
-        [
-          ...common,
-          "-i",
-          inputArg(file),
-          ...stream,
-          "-vf",
-          `select='eq(n\\,0)+gt(scene\\,${o.threshold.toFixed(4)})',metadata=print:key=lavfi.scene_score,showinfo,${scale}`,
-          "-fps_mode",
-          "vfr",
-          ...encode,
-          NodePath.join(dir, "scene_%06d.jpg")
-        ],
-        sceneLogReader(log)
-      )
+      const sceneArgs = (sync: ReadonlyArray<string>) => [
+        ...common,
+        "-i",
+        inputArg(file),
+        ...stream,
+        "-vf",
+        `select='eq(n\\,0)+gt(scene\\,${o.threshold.toFixed(4)})',metadata=print:key=lavfi.scene_score,showinfo,${scale}`,
+        ...sync,
+        ...encode,
+        NodePath.join(dir, "scene_%06d.jpg")
+      ]
+      let log = emptySceneLog()
+      const oldBuild = oldSyncOption.has(bins.ffmpeg.path)
+      let scene = yield* run(bins.ffmpeg, file, sceneArgs(oldBuild ? vsync : fpsMode), sceneLogReader(log))
+      if (!oldBuild && scene.exitCode !== 0 && log.errors.some((l) => /Unrecognized option 'fps_mode'/.test(l))) {
+        // builds before ffmpeg 5.1 (e.g. the npm one) know only the older spelling
+        oldSyncOption.add(bins.ffmpeg.path)
+        log = emptySceneLog()
+        scene = yield* run(bins.ffmpeg, file, sceneArgs(vsync), sceneLogReader(log))
+      }
       const damage = log.errors.find((l) => CONTAINER_DAMAGE.test(l))
       const outputProblem = log.errors.find((l) => OUTPUT_PROBLEM.test(l))
       if (outputProblem) return yield* new FfmpegFailed({ binary: "ffmpeg", file, reason: outputProblem })

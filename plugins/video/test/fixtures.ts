@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { bundled, findOnPath } from "../src/internal/bundled.js"
 
 export interface Clips {
   readonly dir: string
@@ -27,8 +28,11 @@ export interface Clips {
   readonly audio: string
 }
 
+/** The ffmpeg the plugin itself would pick with no configuration: PATH, else the npm build. */
+export const ffmpegBinary = findOnPath("ffmpeg") ?? bundled("ffmpeg")?.path ?? "ffmpeg"
+
 const ffmpeg = (args: ReadonlyArray<string>, options: { readonly stdoutTo?: string } = {}) => {
-  const out = execFileSync("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", ...args], {
+  const out = execFileSync(ffmpegBinary, ["-hide_banner", "-loglevel", "error", "-y", ...args], {
     maxBuffer: 64 * 1024 * 1024
   })
   if (options.stdoutTo) fs.writeFileSync(options.stdoutTo, out)

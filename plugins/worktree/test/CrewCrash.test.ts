@@ -148,7 +148,7 @@ describe("a crew in worktrees killed at exact moments", () => {
     expect(allocated).toHaveLength(1)
     expect(after.some((e) => e.type === "worktree.failed" || e.type === "crew.member.failed")).toBe(false)
     const note = after.find((e) => e.type === "worktree.reattached")
-    expect((note?.data as any).worktrees).toContainEqual(expect.objectContaining({ agent, status: "recreated" }))
+    expect((note?.data as any)?.worktrees).toContainEqual(expect.objectContaining({ agent, status: "recreated" }))
     expect(await problemsOf(r)).toEqual([])
   })
 

@@ -92,7 +92,7 @@ export const problemsOf = async (r: CrewRun): Promise<Array<string>> => {
       continue
     }
     const commit = merges.find((c) => c[0] === m.result.commit)
-    if (!commit || !commit.slice(2).some((p) => tips.get(p) === m.result.agent))
+    if (!commit?.slice(2).some((p) => tips.get(p) === m.result.agent))
       problems.push(`${m.result.agent}: recorded merge ${m.result.commit} is not its merge in git`)
   }
 

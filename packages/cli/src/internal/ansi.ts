@@ -1,6 +1,17 @@
 /**
  * Terminal styling: a handful of SGR colors, display width (ANSI sequences skipped, wide
- * characters counted twice) and word wrapping that keeps every line narrower than the terminal.
+ * characters counted twice), word wrapping that keeps every line narrower than the terminal, and
+ * the one escaping function for text muse did not write itself (model output, repository files,
+ * tool output, recorded events): control characters, escape sequences and bidi overrides are
+ * shown as visible escapes, so such text can neither rewrite the screen nor disguise itself.
+ *
+ * @example
+ * ```ts
+ * import { colored, escapeUnsafe } from "./ansi.js"
+ *
+ * escapeUnsafe("npm test\x1b[2K\rrm -rf ~", colored)
+ * // 'npm test' + inverse('\\x1b') + '[2K' + inverse('\\r') + 'rm -rf ~'
+ * ```
  */
 
 export interface Style {
@@ -63,6 +74,110 @@ export const styleFor = (
 
 export const plain = off
 export const colored = on
+
+// ---------------------------------------------------------------------------------------------
+// untrusted text
+
+/**
+ * What can hide, move or rewrite what a terminal shows, or make two different strings look the
+ * same: C0 controls (ESC, CR, BS, …), DEL, C1 controls (0x80–0x9f, 8-bit CSI and OSC among them),
+ * the bidi embeddings, overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E,
+ * U+200F, U+061C), line and paragraph separators, and invisible format characters (soft hyphen,
+ * zero-width space, word joiner and invisible operators, BOM, interlinear annotations, the
+ * deprecated format controls U+206A–U+206F, and the tag characters U+E0000–U+E007F that can
+ * smuggle invisible ASCII). Zero-width (non-)joiners stay: scripts and emoji need them.
+ */
+const UNSAFE_SOURCE =
+  "[\\u0000-\\u001f\\u007f-\\u009f\\u00ad\\u061c\\u180e\\u200b\\u200e\\u200f\\u2028\\u2029\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ufeff\\ufff9-\\ufffb\\u{e0000}-\\u{e007f}]"
+const UNSAFE_ONE = new RegExp(UNSAFE_SOURCE, "u")
+const UNSAFE_ALL = new RegExp(UNSAFE_SOURCE, "gu")
+
+/** Whether `text` holds a character `escapeUnsafe` would escape. */
+export const hasUnsafe = (text: string): boolean => UNSAFE_ONE.test(text)
+
+const NAMED: Record<string, string> = { "\t": "\\t", "\n": "\\n", "\r": "\\r" }
+
+/** The visible escape of one unsafe character: `\x1b`, `\r`, `\u202e`, `\u{e0041}`. */
+export const escapeChar = (ch: string): string => {
+  const named = NAMED[ch]
+  if (named) return named
+  const cp = ch.codePointAt(0) ?? 0
+  if (cp < 0x100) return `\\x${cp.toString(16).padStart(2, "0")}`
+  if (cp < 0x10000) return `\\u${cp.toString(16).padStart(4, "0")}`
+  return `\\u{${cp.toString(16)}}`
+}
+
+export interface EscapeOptions {
+  /** Keep line feeds (text shown over several lines); otherwise they show as `\n`. */
+  readonly newlines?: boolean | undefined
+  /** Tabs: shown as `\t` (default), kept as they are, or as two spaces. */
+  readonly tabs?: "escape" | "keep" | "spaces" | undefined
+}
+
+/**
+ * Text muse did not write, made safe to draw: every character of the unsafe classes above is
+ * replaced by its visible escape (`\x1b`, `\r`, `\u202e`) in inverse video, so an escape
+ * sequence, a carriage return or a bidi override shows as what it is instead of acting on the
+ * terminal. The rest of the text is unchanged. Apply it to the raw text before adding styles.
+ */
+export const escapeUnsafe = (text: string, style: Style = off, options: EscapeOptions = {}): string => {
+  if (!UNSAFE_ONE.test(text)) return text
+  const tabs = options.tabs ?? "escape"
+  return text.replace(UNSAFE_ALL, (ch) => {
+    if (ch === "\n" && options.newlines) return ch
+    if (ch === "\t" && tabs !== "escape") return tabs === "keep" ? ch : "  "
+    return style.inverse(escapeChar(ch))
+  })
+}
+
+/** Escape sequences muse itself writes into lines: the SGR codes of `Style` and a full reset. */
+const OWN_SGR = /\x1b\[(?:0|1|2|3|7|22|23|27|3[1-6]|39|90)m/g
+
+/**
+ * The last check before a line reaches the terminal: the SGR codes `Style` writes pass, every
+ * other unsafe character (a stray escape sequence from text that skipped `escapeUnsafe`, a
+ * carriage return) is escaped. Line feeds are kept.
+ */
+export const terminalSafe = (text: string, style: Style = off): string => {
+  if (!UNSAFE_ONE.test(text)) return text
+  let out = ""
+  let last = 0
+  for (const m of text.matchAll(OWN_SGR)) {
+    out += escapeUnsafe(text.slice(last, m.index), style, { newlines: true, tabs: "keep" }) + m[0]
+    last = m.index + m[0].length
+  }
+  return out + escapeUnsafe(text.slice(last), style, { newlines: true, tabs: "keep" })
+}
+
+/** Characters `JSON.stringify` leaves raw that a terminal would act on (controls above 0x7e, bidi, invisible). */
+const JSON_UNSAFE =
+  /[\u007f-\u009f\u00ad\u061c\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g
+
+/**
+ * A JSON text with the characters `JSON.stringify` leaves raw but a terminal acts on written as
+ * `\uXXXX` escapes. Such characters can only occur inside JSON strings, so the value it parses to
+ * is unchanged.
+ */
+export const jsonSafe = (json: string): string =>
+  json.replace(JSON_UNSAFE, (s) =>
+    s
+      .split("")
+      .map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+      .join("")
+  )
+
+/** SGR (color) sequences only: a tool's colored output loses its colors, and nothing else. */
+const SGR = /\x1b\[[0-9;:]*m/g
+
+/**
+ * Output of a command or tool, for display: its colors are dropped (they carry nothing that must be
+ * seen), everything else unsafe is escaped; tabs become two spaces.
+ */
+export const escapeOutput = (text: string, style: Style = off, options: { readonly newlines?: boolean } = {}): string =>
+  escapeUnsafe(text.replace(SGR, ""), style, { newlines: options.newlines, tabs: "spaces" })
+
+/** `JSON.stringify` whose output is safe to print on a terminal (see `jsonSafe`). */
+export const stringifySafe = (value: unknown): string => jsonSafe(JSON.stringify(value) ?? "null")
 
 const ANSI = /\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(?:\x07|\x1b\\)/g
 

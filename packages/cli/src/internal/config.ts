@@ -2,7 +2,14 @@
  * Configuration files: a user file (`$XDG_CONFIG_HOME/muse/config.json`, else
  * `~/.config/muse/config.json`) and a project file (`<project>/.muse/config.json`), validated with
  * `effect/Schema`. Flags beat the environment, which beats the project file, which beats the user
- * file. Rules add up (user, project, `.muse/permissions.json`, then flags).
+ * file. Rules add up (user, project, `.muse/permissions.json`, then flags). The project file is
+ * read only in a trusted folder, and its `stateDir` is never used.
+ *
+ * @example
+ * ```ts
+ * const loaded = yield* Config.load("/work/app", process.env, { project: true })
+ * Config.stateDir(loaded) // "~/.local/state/muse" unless MUSE_HOME or the user file says otherwise
+ * ```
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -33,7 +40,18 @@ export const ConfigFile = Schema.Struct({
     })
   ),
   /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
-  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1)))
+  stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  /**
+   * Per model (keyed by `provider/model` as written with --model, or by the model id alone):
+   * `contextWindow` in tokens, for models the built-in table does not know or a server that runs
+   * one with another window.
+   */
+  models: Schema.optional(
+    Schema.Record({
+      key: Schema.String,
+      value: Schema.Struct({ contextWindow: Schema.optional(PositiveInt) })
+    })
+  )
 })
 export type ConfigFile = typeof ConfigFile.Type
 
@@ -53,6 +71,10 @@ const describePath = (p: ReadonlyArray<PropertyKey>): string =>
     ? "the top level"
     : `field "${p.map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`)).join("")}"`
 
+const known = Object.keys(ConfigFile.fields)
+  .filter((k) => k !== "$schema")
+  .join(", ")
+
 /** One line per field: union alternatives are merged, the "or absent" of optional fields dropped. */
 const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): Array<string> => {
   const byPath = new Map<string, { path: ReadonlyArray<PropertyKey>; messages: Array<string>; unknown: boolean }>()
@@ -66,9 +88,7 @@ const describeIssues = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>):
   const out: Array<string> = []
   for (const { path: p, messages, unknown } of byPath.values()) {
     if (unknown) {
-      out.push(
-        `  ${describePath(p)}: unknown field (known: model, approvalMode, rules, crew, worktrees, budget, stateDir)`
-      )
+      out.push(`  ${describePath(p)}: unknown field (known: ${known})`)
       continue
     }
     if (messages.length === 0) continue
@@ -128,21 +148,32 @@ export interface Loaded {
   readonly projectFile: string
 }
 
-export const load = (root: string, env: NodeJS.ProcessEnv = process.env): Effect.Effect<Loaded, CliError> =>
+/**
+ * The user's config file and, when `project` is true (the folder is trusted, see `trust.ts`), the
+ * project's. An untrusted project's file is not read at all.
+ */
+export const load = (
+  root: string,
+  env: NodeJS.ProcessEnv = process.env,
+  options: { readonly project: boolean } = { project: false }
+): Effect.Effect<Loaded, CliError> =>
   Effect.gen(function* () {
     const userFile = userConfigFile(env)
     const projectFile = projectConfigFile(root)
     const user = yield* readConfigFile(userFile)
-    const project = yield* readConfigFile(projectFile)
+    const project = options.project ? yield* readConfigFile(projectFile) : undefined
     return { root, user, project, userFile, projectFile }
   })
 
 const expandHome = (p: string) => (p === "~" || p.startsWith("~/") ? path.join(os.homedir(), p.slice(1)) : p)
 
-/** The state directory: `$MUSE_HOME`, else the project's `stateDir`, else the user's, else the default. */
+/**
+ * The state directory: `$MUSE_HOME`, else the user's `stateDir`, else the default. A project's
+ * `stateDir` is never used: a repository must not choose where the logs of the sessions run in it
+ * are kept (inside itself, say, to be committed and pushed).
+ */
 export const stateDir = (loaded: Loaded, env: NodeJS.ProcessEnv = process.env): string => {
   if (env.MUSE_HOME !== undefined && env.MUSE_HOME !== "") return path.resolve(expandHome(env.MUSE_HOME))
-  if (loaded.project?.stateDir) return path.resolve(loaded.root, expandHome(loaded.project.stateDir))
   if (loaded.user?.stateDir) return path.resolve(path.dirname(loaded.userFile), expandHome(loaded.user.stateDir))
   return path.join(
     env.XDG_STATE_HOME && env.XDG_STATE_HOME !== "" ? env.XDG_STATE_HOME : path.join(os.homedir(), ".local", "state"),
@@ -188,4 +219,23 @@ export const parseRuleFlag = (text: string, action: "allow" | "deny"): Effect.Ef
       ? { tool, action, scope: "session" as const }
       : { tool, pattern, action, scope: "session" as const }
   )
+}
+
+/** The configured context window for a model spec: the project file's entry, else the user file's. */
+export const configuredWindow = (
+  spec: string,
+  loaded: Loaded
+): { readonly tokens: number; readonly source: string } | undefined => {
+  const slash = spec.indexOf("/")
+  const keys = slash === -1 ? [spec] : [spec, spec.slice(slash + 1)]
+  for (const [file, config] of [
+    [loaded.projectFile, loaded.project],
+    [loaded.userFile, loaded.user]
+  ] as const) {
+    for (const k of keys) {
+      const tokens = config?.models?.[k]?.contextWindow
+      if (tokens !== undefined) return { tokens, source: `${file} (models["${k}"].contextWindow)` }
+    }
+  }
+  return undefined
 }

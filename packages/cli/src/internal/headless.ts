@@ -5,7 +5,7 @@
 import type { Approvals, Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
-import { styleFor } from "./ansi.js"
+import { escapeUnsafe, plain, stringifySafe, styleFor, terminalSafe } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
@@ -45,9 +45,17 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
         note(`plan not run: no one can approve it in a headless run (use --approval-mode auto)`)
         return { allow: false, scope: "once" as const }
       }
-      const pattern = request.summary.length <= 60 ? request.summary : `${request.summary.slice(0, 50)}*`
-      const reason = `no one can answer in a headless run; allow it with --allow "${request.tool}:${pattern}" or a more permissive --approval-mode`
-      note(`denied ${request.tool}: ${reason}`)
+      // the suggestion is the rule a person would be offered, never a pattern made from the command text
+      const rule = request.proposal
+      const suggestion =
+        rule && rule.action === "allow"
+          ? `--allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}"`
+          : "an --allow rule"
+      const reason = `no one can answer in a headless run; allow it with ${suggestion} or a more permissive --approval-mode`
+      // the whole call is named (the note is escaped where it is shown)
+      note(
+        `denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`
+      )
       return { allow: false, scope: "once" as const, reason }
     })
 })
@@ -61,7 +69,8 @@ interface Emitter {
 const emitter = (format: OutputFormat, streams: Streams, firstNewSeq: () => number): Emitter => {
   const out = (s: string) => streams.stdout.write(s)
   const err = (s: string) => streams.stderr.write(s)
-  const line = (o: unknown) => out(`${JSON.stringify(o)}\n`)
+  // JSON keeps every character; the few a terminal would act on are written as \u escapes
+  const line = (o: unknown) => out(`${stringifySafe(o)}\n`)
   if (format === "stream-json") {
     return {
       note: (text) => line({ kind: "notice", text }),
@@ -84,15 +93,19 @@ const emitter = (format: OutputFormat, streams: Streams, firstNewSeq: () => numb
     }
   }
   const style = styleFor(streams.stderr)
+  const outStyle = styleFor(streams.stdout)
   const columns = streams.stderr.columns ?? 100
   let atLineStart = true
+  // every line on stderr was built from escaped text; terminalSafe is the last check
+  const errLine = (l: string) => err(`${terminalSafe(l, style)}\n`)
   return {
-    note: (text) => err(`${style.yellow("!")} ${text}\n`),
+    note: (text) => errLine(`${style.yellow("!")} ${escapeUnsafe(text, style)}`),
     io: {
       onText: (agent, delta) =>
         Effect.sync(() => {
           if (agent !== "main" || delta === "") return
-          out(delta)
+          // the model's answer keeps its line breaks and tabs; anything a terminal would act on is escaped
+          out(escapeUnsafe(delta, outStyle, { newlines: true, tabs: "keep" }))
           atLineStart = delta.endsWith("\n")
         }),
       onEvent: (event) =>
@@ -110,19 +123,23 @@ const emitter = (format: OutputFormat, streams: Streams, firstNewSeq: () => numb
             maxDiffLines: 30
           })
           if (event.type === "turn.completed") return
-          for (const l of lines) err(`${l}\n`)
+          for (const l of lines) errLine(l)
         }),
-      output: (text) => Effect.sync(() => out(text.endsWith("\n") ? text : `${text}\n`))
+      output: (text) =>
+        Effect.sync(() => {
+          const shown = escapeUnsafe(text, outStyle, { newlines: true, tabs: "keep" })
+          out(shown.endsWith("\n") ? shown : `${shown}\n`)
+        })
     },
     finish: (summary) => {
       if (!atLineStart) out("\n")
       const status = String(summary.status)
       const totals = summary.usage as { tokens: number; costUsd?: number | null }
       const mark = status === "completed" ? style.green("✓") : status === "failed" ? style.red("✗") : style.yellow("■")
-      err(
-        `${mark} ${status}${summary.reason && status !== "completed" ? `: ${summary.reason}` : ""} · ${Render.fmtInt(
+      errLine(
+        `${mark} ${status}${summary.reason && status !== "completed" ? `: ${escapeUnsafe(String(summary.reason), style)}` : ""} · ${Render.fmtInt(
           totals.tokens
-        )} tokens${totals.costUsd ? ` · ${Render.fmtCost(totals.costUsd)}` : ""} · session ${summary.session}\n`
+        )} tokens${totals.costUsd ? ` · ${Render.fmtCost(totals.costUsd)}` : ""} · session ${summary.session}`
       )
     }
   }
@@ -202,7 +219,7 @@ const finishRun = (
       fresh
     )
     if (status === "failed" && options.format === "text" && reason && Exit.isFailure(result.exit)) {
-      options.streams.stderr.write(`muse: ${reason}\n`)
+      options.streams.stderr.write(`muse: ${escapeUnsafe(reason, plain, { newlines: true })}\n`)
     }
     return code
   })
@@ -223,14 +240,16 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       options.flags,
       options.env,
       session,
-      task.length > 80 ? `${task.slice(0, 79)}…` : task
+      task.length > 80 ? `${task.slice(0, 79)}…` : task,
+      Session.headlessTrust(options.flags, options.env)
     )
     const em = emitter(options.format, options.streams, () => 0)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${JSON.stringify({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir })}\n`
       )
     }
+    for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
     let given = false
     const io: SessionRuntime.Io = {
@@ -268,14 +287,20 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     const started = performance.now()
     const dir = yield* Session.stateDirFor(options.flags, options.env)
     const session = options.session ?? (yield* Session.latestSession(dir))
-    const prepared = yield* Session.prepareResume(session, options.flags, options.env)
+    const prepared = yield* Session.prepareResume(
+      session,
+      options.flags,
+      options.env,
+      Session.headlessTrust(options.flags, options.env)
+    )
     const fromSeq = prepared.nextSeq
     const em = emitter(options.format, options.streams, () => fromSeq)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${JSON.stringify({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir, resumedAt: fromSeq })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir, resumedAt: fromSeq })}\n`
       )
     }
+    for (const n of prepared.notices) em.note(n)
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url"
 import { Approvals, Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect } from "effect"
-import { pad, padStart, type Style, truncate, width, wrap } from "./ansi.js"
+import { escapeUnsafe, jsonSafe, pad, padStart, type Style, truncate, width, wrap } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
@@ -97,7 +97,7 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
     fmtTime(r.lastEventAt),
     Render.fmtInt(r.events),
     fmtSize(r.bytes),
-    r.title.replace(/\s+/g, " ")
+    escapeUnsafe(r.title.replace(/[ \t\n]+/g, " "), s)
   ])
   const widths = header.map((h, i) => (i === 5 ? 0 : Math.max(h.length, ...cells.map((c) => width(c[i]!)))))
   const fixed = widths.slice(0, 5).reduce((a, b) => a + b + 2, 0)
@@ -124,8 +124,14 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
 const typeMatches = (filter: string, type: string) =>
   filter.includes("*") ? Approvals.globMatch(filter, type) : type === filter || type.startsWith(`${filter}.`)
 
-const summaryOf = (e: Event.Envelope): string => {
+/** One line about an event, escaped. */
+const summaryOf = (e: Event.Envelope, style: Style): string => {
   const d = (e.data ?? {}) as any
+  if (e.type === "tool.started") return Render.toolTitle(String(d.tool ?? ""), d.summary, style)
+  return escapeUnsafe(rawSummaryOf(e, d).replace(/ +/g, " "), style)
+}
+
+const rawSummaryOf = (e: Event.Envelope, d: any): string => {
   switch (e.type) {
     case "user.input":
     case "user.message":
@@ -139,8 +145,6 @@ const summaryOf = (e: Event.Envelope): string => {
     }
     case "model.failed":
       return String(d.error ?? "")
-    case "tool.started":
-      return Render.toolTitle(String(d.tool ?? ""), d.summary)
     case "tool.completed":
       return `${d.tool ?? ""} ${d.isFailure ? "failed" : "ok"}${d.result?.exit_code !== undefined ? ` · exit ${d.result.exit_code}` : ""}`
     case "approval.decided":
@@ -169,14 +173,15 @@ export const printLog = (events: ReadonlyArray<Event.Envelope>, options: LogOpti
   )
   for (const e of shown) {
     if (options.json) {
-      out.write(`${Event.encodeLine(e)}\n`)
+      out.write(`${jsonSafe(Event.encodeLine(e))}\n`)
       continue
     }
     const d = new Date(e.at)
     const time = `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, "0")}`
-    const head = `${padStart(String(e.seq), 5)} ${s.dim(time)} ${pad(s.magenta(e.agent), 10)} ${pad(s.cyan(e.type), 20)} `
+    const head = `${padStart(String(e.seq), 5)} ${s.dim(time)} ${pad(s.magenta(escapeUnsafe(e.agent, s)), 10)} ${pad(s.cyan(escapeUnsafe(e.type, s)), 20)} `
     const room = Math.max(10, out.columns - 1 - width(head))
-    out.write(`${head}${truncate(summaryOf(e).replace(/\s+/g, " "), room)}\n`)
+    // one line per event: line breaks show as \n, like every other control character
+    out.write(`${head}${truncate(summaryOf(e, s), room)}\n`)
   }
   return shown.length
 }
@@ -284,7 +289,10 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     )
     const plugins = yield* Plugins.make({
       root: config.root,
-      worktrees: Plugins.recordedWorktrees(config, session, true)
+      // a replay serves the model and the tools from the log: the skills only have to be there
+      projectSkills: true,
+      worktrees: Plugins.recordedWorktrees(config, session, true),
+      contextWindow: config.contextWindow
     })
     const started = performance.now()
     const report = yield* (

@@ -3,12 +3,14 @@
  */
 import { Args, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Cause, Effect, Exit, Option } from "effect"
-import { styleFor } from "./ansi.js"
+import { Cause, Effect, Either, Exit, Option } from "effect"
+import { stringifySafe, styleFor, terminalSafe } from "./ansi.js"
+import * as Argv from "./argv.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
 import * as History from "./history.js"
 import * as Session from "./session.js"
+import * as Trust from "./trust.js"
 import { version } from "./version.js"
 
 export interface ProcessIo {
@@ -48,9 +50,20 @@ const shared = {
     Options.withDescription("model calls per task before stopping (exit 3)"),
     Options.optional
   ),
+  contextWindow: Options.integer("context-window").pipe(
+    Options.withDescription(
+      "the model's context window in tokens, for a model muse does not know (default: config, the server, 32768)"
+    ),
+    Options.optional
+  ),
   noCrew: Options.boolean("no-crew").pipe(Options.withDescription("run without the crew of background agents")),
   noWorktrees: Options.boolean("no-worktrees").pipe(
     Options.withDescription("crew members work in the checkout itself, not in git worktrees of their own")
+  ),
+  trust: Options.boolean("trust").pipe(
+    Options.withDescription(
+      "use this folder's own settings (.muse/config.json, .muse/permissions.json, skills) for this run (see muse trust)"
+    )
   ),
   cwd: Options.directory("cwd").pipe(
     Options.withDescription("the project directory (default: the current one)"),
@@ -69,8 +82,10 @@ type SharedValues = {
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns: Option.Option<number>
+  readonly contextWindow: Option.Option<number>
   readonly noCrew: boolean
   readonly noWorktrees: boolean
+  readonly trust: boolean
   readonly cwd: Option.Option<string>
 }
 
@@ -80,26 +95,13 @@ const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => 
   allow: v.allow,
   deny: v.deny,
   maxTurns: Option.getOrUndefined(v.maxTurns),
+  contextWindow: Option.getOrUndefined(v.contextWindow),
   noCrew: v.noCrew,
   noWorktrees: v.noWorktrees,
+  trust: v.trust,
   cwd: Option.getOrUndefined(v.cwd),
   script
 })
-
-/** Remove the hidden test flag `--script <file>` (it is not in the help on purpose). */
-const takeScript = (argv: ReadonlyArray<string>): { argv: Array<string>; script: string | undefined } => {
-  const out: Array<string> = []
-  let script: string | undefined
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]!
-    if (a === "--script" && i + 1 < argv.length) {
-      script = argv[++i]
-    } else if (a.startsWith("--script=")) {
-      script = a.slice("--script=".length)
-    } else out.push(a)
-  }
-  return { argv: out, script }
-}
 
 const readStdin = (stdin: NodeJS.ReadStream): Promise<string> =>
   new Promise((resolve, reject) => {
@@ -111,14 +113,30 @@ const readStdin = (stdin: NodeJS.ReadStream): Promise<string> =>
   })
 
 export const main = async (pio: ProcessIo): Promise<number> => {
-  const { argv, script } = takeScript(pio.argv)
   let exitCode: number = ExitCode.Success
   const outStyle = styleFor(pio.stdout, pio.env)
   const errStyle = styleFor(pio.stderr, pio.env)
+  const fail = (message: string, detail?: string) => {
+    pio.stderr.write(`${errStyle.red("muse:")} ${terminalSafe(message)}\n`)
+    if (detail) pio.stderr.write(`\n${terminalSafe(detail)}\n`)
+  }
+  // strict flags first: a misspelled flag must never become part of the task
+  const parsed = Argv.parse(pio.argv)
+  if (Either.isLeft(parsed)) {
+    fail(parsed.left.message, parsed.left.detail)
+    return ExitCode.Usage
+  }
+  const { script, positionals } = parsed.right
+  const argv = [...(parsed.right.command === "" ? [] : [parsed.right.command]), ...parsed.right.flags]
   const columns = () => (pio.stdout.isTTY ? pio.stdout.columns || 80 : 100)
-  const out: History.Out = { write: (s) => void pio.stdout.write(s), style: outStyle, columns: columns() }
+  // what History prints was escaped where it was built; terminalSafe is the last check
+  const out: History.Out = {
+    write: (s) => void pio.stdout.write(terminalSafe(s, outStyle)),
+    style: outStyle,
+    columns: columns()
+  }
   const err: History.Out = {
-    write: (s) => void pio.stderr.write(s),
+    write: (s) => void pio.stderr.write(terminalSafe(s, errStyle)),
     style: errStyle,
     columns: pio.stderr.columns || 100
   }
@@ -159,7 +177,9 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     { ...shared, outputFormat, task: Args.text({ name: "task" }).pipe(Args.repeated) },
     (v) =>
       Effect.gen(function* () {
-        let task = v.task.join(" ")
+        // positionals were taken out by Argv.parse (so "--text" after -- stays text)
+        void v.task
+        let task = positionals.join(" ")
         if (task.trim() === "" || task === "-") {
           if (!pio.stdin.isTTY) task = yield* Effect.promise(() => readStdin(pio.stdin))
         }
@@ -181,7 +201,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       Effect.gen(function* () {
         const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
         const rows = yield* History.listSessions(dir)
-        if (v.json) for (const r of rows) out.write(`${JSON.stringify(r)}\n`)
+        if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
         else History.printSessions(rows, out, dir)
       })
   ).pipe(Command.withDescription("List recorded sessions, newest first"))
@@ -192,7 +212,8 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     (v) =>
       Effect.gen(function* () {
         const flags = toFlags(v, script)
-        const id = Option.getOrUndefined(v.session)
+        void v.session
+        const id = positionals[0]
         if (isTty && v.outputFormat === "text") return yield* interactive(flags, id, true)
         exitCode = yield* Headless.resume({
           session: id,
@@ -223,7 +244,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       Effect.gen(function* () {
         exitCode = yield* History.replay(
           {
-            session: Option.getOrUndefined(v.session),
+            session: positionals[0],
             example: v.example,
             verify: v.verify,
             flags: { cwd: Option.getOrUndefined(v.cwd) },
@@ -253,7 +274,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     (v) =>
       Effect.gen(function* () {
         const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
-        const id = Option.getOrUndefined(v.session) ?? (yield* Session.latestSession(dir))
+        const id = positionals[0] ?? (yield* Session.latestSession(dir))
         const { events } = yield* Session.readRecorded(id, dir)
         History.printLog(
           events,
@@ -263,7 +284,59 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       })
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
 
-  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log])), {
+  const trust = Command.make(
+    "trust",
+    {
+      cwd: shared.cwd,
+      revoke: Options.boolean("revoke").pipe(Options.withDescription("stop trusting the folder")),
+      show: Options.boolean("show").pipe(
+        Options.withDescription("only show what the folder's files set and whether it is trusted")
+      )
+    },
+    (v) =>
+      Effect.gen(function* () {
+        const s = outStyle
+        const dir = yield* Session.rootOf({ cwd: Option.getOrUndefined(v.cwd) }, env)
+        if (v.revoke) {
+          const had = yield* Trust.revoke(dir, pio.env)
+          out.write(
+            had
+              ? `${dir} is no longer trusted: its own settings are not used until you trust it again.\n`
+              : `${dir} was not trusted.\n`
+          )
+          return
+        }
+        const project = Trust.scan(dir)
+        if (project.files.length === 0) {
+          out.write(
+            `${dir} has no settings of its own (.muse/config.json, .muse/permissions.json, skills): nothing to trust.\n`
+          )
+          return
+        }
+        const status = Trust.status(project, pio.env)
+        out.write(`${s.bold(dir)}\n${Trust.describe(project, s).join("\n")}\n`)
+        if (v.show) {
+          out.write(
+            `${
+              status._tag === "trusted"
+                ? s.green("trusted")
+                : status._tag === "changed"
+                  ? s.yellow(`changed since you trusted it: ${status.changed.join(", ")}`)
+                  : s.yellow(
+                      `not trusted${status._tag === "untrusted" && status.problem ? ` (${status.problem})` : ""}`
+                    )
+            }\n`
+          )
+          return
+        }
+        yield* Trust.record(project, pio.env)
+        out.write(
+          `${s.green("trusted")}: muse uses these settings here until one of these files changes (then it asks again). Undo: muse trust --revoke\n`
+        )
+      })
+  ).pipe(Command.withDescription("Trust the current folder's own settings (.muse/config.json, permissions, skills)"))
+
+  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust])), {
     name: "muse",
     version: version()
   })
@@ -276,8 +349,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   if (Option.isSome(failure)) {
     const e = failure.value
     if (e instanceof CliError) {
-      pio.stderr.write(`${errStyle.red("muse:")} ${e.message}\n`)
-      if (e.detail) pio.stderr.write(`\n${e.detail}\n`)
+      fail(e.message, e.detail)
       return e.code
     }
     if (ValidationError.isValidationError(e)) {

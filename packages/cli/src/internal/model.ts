@@ -4,8 +4,9 @@
  */
 import type { LanguageModel } from "@effect/ai"
 import { Effect, Either, Layer } from "effect"
-import type { ModelChoice } from "./config.js"
+import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as ModelInfo from "./modelInfo.js"
 import * as Scripted from "./scripted.js"
 
 /** The model used when none is configured, by the API key that is set. */
@@ -16,7 +17,7 @@ export const defaults: ReadonlyArray<{ readonly variable: string; readonly spec:
   { variable: "GOOGLE_API_KEY", spec: "google/gemini-2.5-pro" }
 ]
 
-export const defaultFor = (env: NodeJS.ProcessEnv): ModelChoice | undefined => {
+export const defaultFor = (env: NodeJS.ProcessEnv): Config.ModelChoice | undefined => {
   const hit = defaults.find((d) => (env[d.variable] ?? "").trim() !== "")
   return hit ? { spec: hit.spec, source: `${hit.variable} is set` } : undefined
 }
@@ -77,3 +78,48 @@ export const languageModel = (
     }
     return Models.layer(spec, { env: options.env }).pipe(Layer.orDie)
   })
+
+/** A model's context window and where it came from (shown to the user, recorded with the session). */
+export interface Window {
+  readonly tokens: number
+  readonly source: string
+}
+
+/**
+ * The context window a new session runs with: `--context-window`, else the config files'
+ * `models.<spec>.contextWindow`, else the model table, else — for a model the table does not know
+ * on an OpenAI-compatible server — what the server reports (vLLM, llama.cpp, Ollama, LM Studio),
+ * else the table's conservative default.
+ */
+export const contextWindow = (
+  spec: string,
+  options: { readonly flag?: number | undefined; readonly loaded: Config.Loaded; readonly env: NodeJS.ProcessEnv }
+): Effect.Effect<Window> =>
+  Effect.gen(function* () {
+    if (options.flag !== undefined) return { tokens: options.flag, source: "--context-window" }
+    const configured = Config.configuredWindow(spec, options.loaded)
+    if (configured) return configured
+    const known = ModelInfo.lookup(spec)
+    if (known) return { tokens: known.contextWindow, source: "the model table" }
+    const fallback = { tokens: ModelInfo.defaultContextWindow, source: "the default for unknown models" }
+    if (Scripted.isScripted(spec)) return fallback
+    const reported = yield* Effect.promise(() => serverWindow(spec, options.env))
+    return reported ?? fallback
+  })
+
+const serverWindow = async (spec: string, env: NodeJS.ProcessEnv): Promise<Window | undefined> => {
+  const { Models, OpenAiCompatible } = await import("@musekit/models")
+  const resolved = Models.resolve(spec, { env })
+  if (Either.isLeft(resolved) || resolved.right.provider.api !== "openai-compatible") return undefined
+  const r = resolved.right
+  const NodeHttpClient = await import("@effect/platform-node/NodeHttpClient")
+  const found = await Effect.runPromise(
+    OpenAiCompatible.contextWindow({
+      model: r.model,
+      apiUrl: r.baseUrl,
+      provider: r.provider.name,
+      apiKey: r.apiKey
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  )
+  return found._tag === "Some" ? { tokens: found.value.tokens, source: found.value.source } : undefined
+}

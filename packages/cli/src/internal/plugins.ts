@@ -67,28 +67,24 @@ interface Compaction {
   readonly checkpoint: Plugin.Checkpointing | undefined
 }
 
-let compactionModule: Promise<Compaction | undefined> | undefined
-const loadCompaction = (): Promise<Compaction | undefined> => {
-  compactionModule ??= import("@musekit/plugin-compaction").then(
+/** The compaction plugin for a window function, loaded on first need, its tokenizer warmed up. */
+const loadCompaction = (contextWindow: (model: string) => number): Promise<Compaction | undefined> =>
+  import("@musekit/plugin-compaction").then(
     (m: any) => {
-      const plugin = m?.CompactionPlugin?.make?.({ contextWindow: ModelInfo.contextWindow }) as
-        | Plugin.Plugin
-        | undefined
+      m?.Tokens?.countText?.("warm up the tokenizer")
+      const plugin = m?.CompactionPlugin?.make?.({ contextWindow }) as Plugin.Plugin | undefined
       const hook = plugin?.hooks?.transformContext
       const handler = (typeof hook === "function" ? hook : hook?.handler) as ContextHandler | undefined
       return handler ? { handler, checkpoint: plugin?.checkpoint } : undefined
     },
     () => undefined
   )
-  return compactionModule
-}
 
 /**
  * The compaction plugin's state restored from a checkpoint, per session, until the plugin is
  * loaded (it is loaded on first need, which may be long after the resume).
  */
 const restoredCompaction = new WeakMap<object, unknown>()
-let loadedCompaction: Compaction | undefined
 
 const innerState = (c: Compaction) => (c.checkpoint && c.checkpoint !== "stateless" ? c.checkpoint : undefined)
 
@@ -107,61 +103,88 @@ const applyRestored = (c: Compaction) =>
  * Whether a context is certainly below the compaction trigger, without loading the tokenizer. The
  * bound is the context's UTF-8 size (no BPE token is shorter than a byte; the JSON of a message is
  * longer than its per-message overheads), checked against the plugin's default trigger. The check
- * depends only on the context, so a replay decides the same way.
+ * depends only on the context and the recorded window, so a replay decides the same way.
  */
-const certainlySmall = (input: Plugin.ContextInput): boolean => {
-  const window = ModelInfo.contextWindow(input.model)
+const certainlySmall = (input: Plugin.ContextInput, window: number): "small" | "half" | false => {
   const reserve = Math.min(Math.min(16_000, Math.max(512, Math.round(window * 0.1))), Math.floor(window / 4))
   const limit = Math.floor(window * 0.75) - reserve - 64
   let bytes = Buffer.byteLength(input.system)
   if (bytes > limit) return false
   for (const m of input.messages) {
     if (Array.isArray(m.content) && m.content.some((p: { readonly type: string }) => p.type === "file")) return false
-    bytes += Buffer.byteLength(JSON.stringify(m)) + 8
+    bytes += jsonBytes(m) + 8
     if (bytes > limit) return false
   }
-  return true
+  return bytes > limit / 2 ? "half" : "small"
 }
 
-const compactionPlugin = (): Plugin.Plugin => ({
-  name: "compaction",
-  skills: [compactSkill],
-  checkpoint: {
-    save: Effect.gen(function* () {
-      const rec = yield* Recorder.Recorder
-      const inner = loadedCompaction ? innerState(loadedCompaction) : undefined
-      let compactions: unknown = restoredCompaction.get(rec) ?? {}
-      if (inner && !restoredCompaction.has(rec)) compactions = yield* inner.save
-      if (compactions === undefined) return undefined
-      return { pending: [...requestsOf(rec)], compactions }
-    }),
-    restore: (state) =>
-      Effect.gen(function* () {
+/** UTF-8 size of a message's JSON; messages are immutable, so it is taken once per message. */
+const sizes = new WeakMap<object, number>()
+const jsonBytes = (m: object): number => {
+  let n = sizes.get(m)
+  if (n === undefined) {
+    n = Buffer.byteLength(JSON.stringify(m))
+    sizes.set(m, n)
+  }
+  return n
+}
+
+/** `contextWindow`: the session's recorded window; the model table's when absent (older sessions). */
+const compactionPlugin = (contextWindow: number | undefined): Plugin.Plugin => {
+  const windowOf = (model: string) => contextWindow ?? ModelInfo.contextWindow(model)
+  let loading: Promise<Compaction | undefined> | undefined
+  let loadedCompaction: Compaction | undefined
+  return {
+    name: "compaction",
+    skills: [compactSkill],
+    checkpoint: {
+      save: Effect.gen(function* () {
         const rec = yield* Recorder.Recorder
-        const st = state as { pending: ReadonlyArray<string>; compactions: unknown }
-        for (const agent of st.pending) requestsOf(rec).add(agent)
-        restoredCompaction.set(rec, st.compactions)
-        if (loadedCompaction) yield* applyRestored(loadedCompaction)
-      })
-  },
-  hooks: {
-    transformContext: {
-      order: "post",
-      handler: (input) =>
+        const inner = loadedCompaction ? innerState(loadedCompaction) : undefined
+        let compactions: unknown = restoredCompaction.get(rec) ?? {}
+        if (inner && !restoredCompaction.has(rec)) compactions = yield* inner.save
+        if (compactions === undefined) return undefined
+        return { pending: [...requestsOf(rec)], compactions }
+      }),
+      restore: (state) =>
         Effect.gen(function* () {
-          const rec = yield* Effect.serviceOption(Recorder.Recorder)
-          const requested = Option.isSome(rec) && requestsOf(rec.value).delete(input.agent)
-          const force = input.force || requested
-          if (!force && certainlySmall(input)) return input.messages
-          const compaction = yield* Effect.promise(loadCompaction)
-          if (!compaction) return input.messages
-          loadedCompaction = compaction
-          if (Option.isSome(rec)) yield* Effect.provideService(applyRestored(compaction), Recorder.Recorder, rec.value)
-          return (yield* compaction.handler({ ...input, force })) as typeof input.messages
-        }) as Effect.Effect<typeof input.messages, never, never>
+          const rec = yield* Recorder.Recorder
+          const st = state as { pending: ReadonlyArray<string>; compactions: unknown }
+          for (const agent of st.pending) requestsOf(rec).add(agent)
+          restoredCompaction.set(rec, st.compactions)
+          if (loadedCompaction) yield* applyRestored(loadedCompaction)
+        })
+    },
+    hooks: {
+      transformContext: {
+        order: "post",
+        handler: (input) =>
+          Effect.gen(function* () {
+            const rec = yield* Effect.serviceOption(Recorder.Recorder)
+            const requested = Option.isSome(rec) && requestsOf(rec.value).delete(input.agent)
+            const force = input.force || requested
+            const small = force ? false : certainlySmall(input, windowOf(input.model))
+            if (small) {
+              // Past half the trigger: load the plugin and its tokenizer (a few hundred ms) once this
+              // request is on its way, while the model answers, rather than in the middle of a turn.
+              if (small === "half" && loading === undefined) {
+                setTimeout(() => {
+                  loading ??= loadCompaction(windowOf)
+                }, 0)
+              }
+              return input.messages
+            }
+            const compaction = yield* Effect.promise(() => (loading ??= loadCompaction(windowOf)))
+            if (!compaction) return input.messages
+            loadedCompaction = compaction
+            if (Option.isSome(rec))
+              yield* Effect.provideService(applyRestored(compaction), Recorder.Recorder, rec.value)
+            return (yield* compaction.handler({ ...input, force })) as typeof input.messages
+          }) as Effect.Effect<typeof input.messages, never, never>
+      }
     }
   }
-})
+}
 
 // ---------------------------------------------------------------------------------------------
 // video input, loaded when a prompt mentions or attaches a video
@@ -204,9 +227,9 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
  * Asked with muse's hardened git, like every other git call muse makes.
  */
 export const inGitRepo = (root: string): boolean => {
-  const inside = Git.runSync(["rev-parse", "--is-inside-work-tree"], { cwd: root })
-  if (inside.status !== 0 || inside.stdout.trim() !== "true") return false
-  return Git.runSync(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root }).status === 0
+  // one process: it prints "true" and the commit, and fails without a commit to resolve
+  const r = Git.runSync(["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root })
+  return r.status === 0 && r.stdout.split("\n")[0]?.trim() === "true"
 }
 
 /** What the main agent is told when crew members work in worktrees. */
@@ -219,9 +242,13 @@ export const worktreeInstructions = [
 /** The plugin set for a project. */
 export const make = (options: {
   readonly root: string
+  /** Load the project's `SKILL.md` files (only in a trusted folder; replays always do). */
+  readonly projectSkills: boolean
   readonly userDir?: string | null | undefined
   /** Give writing crew members their own git worktree (the session's id names their branches). */
   readonly worktrees?: { readonly sessionId: string; readonly replaying?: boolean | undefined } | undefined
+  /** The session's context window in tokens (recorded); the model table's when absent. */
+  readonly contextWindow?: number | undefined
 }) =>
   Effect.gen(function* () {
     const warnings: Array<string> = []
@@ -229,7 +256,10 @@ export const make = (options: {
     const sp = (SkillsPackage as any).SkillsPlugin
     if (sp && typeof sp.load === "function") {
       const loaded = yield* (
-        sp.load({ projectDir: options.root, userDir: options.userDir }) as Effect.Effect<{
+        sp.load({
+          projectDir: options.projectSkills ? options.root : undefined,
+          userDir: options.userDir
+        }) as Effect.Effect<{
           plugin: Plugin.Plugin
           errors: ReadonlyArray<{ message: string }>
         }>
@@ -240,7 +270,7 @@ export const make = (options: {
       } else if (typeof sp.make === "function") plugins.push(sp.make({}))
     } else if (sp && typeof sp.make === "function") plugins.push(sp.make({}))
     else warnings.push("@musekit/plugin-skills is not available: /plan, /grill and /goal are off")
-    plugins.push(compactionPlugin())
+    plugins.push(compactionPlugin(options.contextWindow))
     plugins.push(videoPlugin(options.root))
     if (options.worktrees) {
       plugins.push(

@@ -1,9 +1,19 @@
 /**
  * Events as lines a person reads: the transcript of `muse replay`, the progress of `muse run` and
- * the scrollback of the interactive UI all come from here.
+ * the scrollback of the interactive UI all come from here. Every piece of text taken from an event
+ * (model text, commands, paths, diffs, tool output, reasons) goes through `escapeUnsafe` or
+ * `escapeOutput` before it is styled, so recorded text cannot act on the terminal.
+ *
+ * @example
+ * ```ts
+ * import { plain } from "./ansi.js"
+ * import * as Render from "./render.js"
+ *
+ * Render.toolTitle("run_shell", "npm test\nrm -rf ~", plain) // "$ npm test\\nrm -rf ~"
+ * ```
  */
 import type { Event } from "@musekit/core"
-import { type Style, truncate, width, wrap } from "./ansi.js"
+import { escapeOutput, escapeUnsafe, type Style, truncate, width, wrap } from "./ansi.js"
 import * as ModelInfo from "./modelInfo.js"
 
 export interface Options {
@@ -20,10 +30,12 @@ export interface Options {
 
 const d = (e: Event.Envelope): any => (typeof e.data === "object" && e.data !== null ? e.data : {})
 
-const firstLine = (s: unknown, max = 200): string => {
+/** The first non-blank line of a value, cut to `max` characters and escaped. */
+const firstLine = (s: unknown, max: number, style: Style): string => {
   const t = typeof s === "string" ? s : s === undefined || s === null ? "" : JSON.stringify(s)
-  const line = t.split("\n").find((l) => l.trim() !== "") ?? ""
-  return line.length > max ? `${line.slice(0, max - 1)}…` : line
+  const lines = t.split("\n")
+  const line = lines.find((l) => l.trim() !== "") ?? ""
+  return escapeUnsafe(line.length > max ? `${line.slice(0, max - 1)}…` : line, style)
 }
 
 /** Thousands separators (without Intl, whose first use costs tens of milliseconds). */
@@ -48,19 +60,20 @@ export const fmtDuration = (ms: number): string =>
       ? `${(ms / 1000).toFixed(1)}s`
       : `${Math.floor(ms / 60_000)}m${String(Math.floor((ms % 60_000) / 1000)).padStart(2, "0")}s`
 
-/** Colored unified diff, cut to `max` lines. */
+/** Colored unified diff, cut to `max` lines (the cut is said). Every line is escaped. */
 export const diffLines = (diff: string, style: Style, max = 60): Array<string> => {
   const lines = diff.replace(/\n$/, "").split("\n")
   const shown = lines
     .slice(0, max)
-    .map((l) =>
-      l.startsWith("+++") || l.startsWith("---")
+    .map((raw) => [raw, escapeUnsafe(raw, style, { tabs: "spaces" })] as const)
+    .map(([raw, l]) =>
+      raw.startsWith("+++") || raw.startsWith("---")
         ? style.bold(l)
-        : l.startsWith("@@")
+        : raw.startsWith("@@")
           ? style.cyan(l)
-          : l.startsWith("+")
+          : raw.startsWith("+")
             ? style.green(l)
-            : l.startsWith("-")
+            : raw.startsWith("-")
               ? style.red(l)
               : style.dim(l)
     )
@@ -79,15 +92,36 @@ export const diffStat = (diff: string): { readonly added: number; readonly remov
   return { added, removed }
 }
 
-/** The one-line title of a tool call. */
-export const toolTitle = (tool: string, summary: unknown): string => {
-  const s = typeof summary === "string" ? summary : ""
-  if (tool === "run_shell") return `$ ${firstLine(s, 300)}`
-  if (s.startsWith(tool)) return s
-  return s ? `${tool} ${s}` : tool
+/** Longest tool title shown in one line; a longer one says how much more there is. */
+const TITLE_MAX = 2000
+
+/**
+ * The one-line title of a tool call: the whole command of `run_shell` (its line breaks shown as
+ * `\n`), or the call's summary; escaped, cut only past 2,000 characters (saying how many more).
+ */
+export const toolTitle = (tool: string, summary: unknown, style: Style): string => {
+  const raw = typeof summary === "string" ? summary : ""
+  const cut = raw.length > TITLE_MAX ? raw.slice(0, TITLE_MAX) : raw
+  const more = raw.length > TITLE_MAX ? style.dim(` … +${fmtInt(raw.length - TITLE_MAX)} more characters`) : ""
+  const s = escapeUnsafe(cut, style) + more
+  const name = escapeUnsafe(tool, style)
+  if (tool === "run_shell") return `$ ${s}`
+  if (raw.startsWith(tool)) return s
+  return raw ? `${name} ${s}` : name
 }
 
-const agentTag = (agent: string, style: Style) => (agent === "main" ? "" : `${style.magenta(agent)} `)
+/**
+ * A command shown over as many lines as it has, each escaped: `$ ` before the first, `> ` before
+ * the others (as a shell shows a continued command).
+ */
+export const commandLines = (command: string, style: Style): Array<string> =>
+  command
+    .replace(/\n$/, "")
+    .split("\n")
+    .map((l, i) => `${style.dim(i === 0 ? "$" : ">")} ${escapeUnsafe(l, style)}`)
+
+const agentTag = (agent: string, style: Style) =>
+  agent === "main" ? "" : `${style.magenta(escapeUnsafe(agent, style))} `
 
 /** What a tool result says, in a few lines. */
 export const resultLines = (data: any, style: Style, maxDiff: number): Array<string> => {
@@ -97,18 +131,21 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
   const r = data.result
   if (data.isFailure) {
     const msg = r && typeof r === "object" && "error" in r ? r.error : r
-    return [style.red(`⎿ ${firstLine(msg, 300) || "failed"}`)]
+    return [style.red(`⎿ ${firstLine(msg, 300, style) || "failed"}`)]
   }
   if (r && typeof r === "object") {
     if (typeof r.diff === "string" && r.diff.length > 0) {
       const st = diffStat(r.diff)
       return [
-        style.dim(`⎿ ${r.path ?? ""} `) + style.green(`+${st.added}`) + style.dim(" ") + style.red(`-${st.removed}`),
+        style.dim(`⎿ ${escapeUnsafe(String(r.path ?? ""), style)} `) +
+          style.green(`+${st.added}`) +
+          style.dim(" ") +
+          style.red(`-${st.removed}`),
         ...diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`)
       ]
     }
     if (tool === "run_shell" || "exit_code" in r) {
-      const out = String(r.output ?? "")
+      const out = escapeOutput(String(r.output ?? ""), style, { newlines: true })
         .replace(/\n+$/, "")
         .split("\n")
         .filter((l: string) => l.trim() !== "")
@@ -124,15 +161,15 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
     }
     if (typeof r.content === "string") {
       const n = typeof r.total_lines === "number" ? r.total_lines : r.content.split("\n").length
-      return [style.dim(`⎿ ${r.path ?? ""} ${fmtInt(n)} line${n === 1 ? "" : "s"}`)]
+      return [style.dim(`⎿ ${escapeUnsafe(String(r.path ?? ""), style)} ${fmtInt(n)} line${n === 1 ? "" : "s"}`)]
     }
     if (typeof r.member === "string" && typeof r.taskId === "string")
-      return [style.dim(`⎿ ${r.member} took it (${r.taskId})`)]
+      return [style.dim(`⎿ ${escapeUnsafe(`${r.member} took it (${r.taskId})`, style)}`)]
     if (Array.isArray(r.files)) return [style.dim(`⎿ ${fmtInt(r.files.length)} file${r.files.length === 1 ? "" : "s"}`)]
     if (Array.isArray(r.matches))
       return [style.dim(`⎿ ${fmtInt(r.matches.length)} match${r.matches.length === 1 ? "" : "es"}`)]
   }
-  const t = firstLine(r, 160)
+  const t = firstLine(r, 160, style)
   return t ? [style.dim(`⎿ ${t}`)] : []
 }
 
@@ -169,6 +206,9 @@ export class Totals {
 export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
   const s = o.style
   const data = d(e)
+  /** A recorded value, escaped (absent: `fallback`). */
+  const x = (v: unknown, fallback = ""): string =>
+    escapeUnsafe(v === undefined || v === null ? fallback : typeof v === "string" ? v : JSON.stringify(v), s)
   const tag = agentTag(e.agent, s)
   const maxDiff = o.maxDiffLines ?? 40
   switch (e.type) {
@@ -176,45 +216,53 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       const c = data.config ?? {}
       return o.transcript
         ? [
-            s.bold(`muse session${data.title ? `: ${data.title}` : ""}`),
+            s.bold(`muse session${data.title ? `: ${x(data.title)}` : ""}`),
             s.dim(
-              `model ${c.model ?? "?"} · ${c.root ?? "?"} · approvals ${c.approvalMode ?? "?"}${c.crew ? " · crew" : ""}`
+              `model ${x(c.model, "?")} · ${x(c.root, "?")} · approvals ${x(c.approvalMode, "?")}${c.crew ? " · crew" : ""}`
             )
           ]
         : []
     }
     case "user.input":
-      return o.transcript ? ["", s.bold(s.cyan(`› ${data.text ?? ""}`)), ""] : []
+      return o.transcript
+        ? [
+            "",
+            ...String(data.text ?? "")
+              .split("\n")
+              .map((l, i) => s.bold(s.cyan(`${i === 0 ? "›" : " "} ${escapeUnsafe(l, s)}`))),
+            ""
+          ]
+        : []
     case "model.responded": {
       const text = String(data.text ?? "").replace(/\n+$/, "")
       if (!text) return []
       if (e.agent === "main") {
         if (!o.mainText) return []
         const md = new Markdown(s)
-        return text.split("\n").map((l) => md.line(l))
+        return text.split("\n").map((l) => md.line(escapeUnsafe(l, s, { tabs: "spaces" })))
       }
-      return [`${tag}${s.dim(firstLine(text, 200))}`]
+      return [`${tag}${s.dim(firstLine(text, 200, s))}`]
     }
     case "model.failed":
-      return [`${tag}${s.red(`✗ model error: ${firstLine(data.error, 300)}`)}`]
+      return [`${tag}${s.red(`✗ model error: ${firstLine(data.error, 300, s)}`)}`]
     case "tool.started": {
       const tool = String(data.tool ?? "")
       if (tool === "report" || tool === "verdict") return []
-      return [`${tag}${s.yellow("●")} ${s.bold(toolTitle(tool, data.summary))}`]
+      return [`${tag}${s.yellow("●")} ${s.bold(toolTitle(tool, data.summary, s))}`]
     }
     case "tool.completed": {
       const tool = String(data.tool ?? "")
       if (tool === "report") {
         const p = data.result ?? {}
-        return [`${tag}${s.dim(`⎿ reported (${p.delivered ?? "info"})`)}`]
+        return [`${tag}${s.dim(`⎿ reported (${x(p.delivered, "info")})`)}`]
       }
       return resultLines(data, s, maxDiff).map((l) => `  ${l}`)
     }
     case "tool.rejected":
-      return [`  ${s.red(`⎿ rejected: ${firstLine(data.reason, 300)}`)}`]
+      return [`  ${s.red(`⎿ rejected: ${firstLine(data.reason, 300, s)}`)}`]
     case "approval.requested":
       return o.transcript
-        ? [`${tag}${s.yellow("?")} approve ${s.bold(toolTitle(String(data.tool ?? ""), data.summary))}`]
+        ? [`${tag}${s.yellow("?")} approve ${s.bold(toolTitle(String(data.tool ?? ""), data.summary, s))}`]
         : []
     case "approval.answered":
       return o.transcript
@@ -224,14 +272,14 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
                 ? s.green(
                     `⎿ allowed${data.scope === "session" ? " for the session" : data.scope === "project" ? " always (project)" : " once"}`
                   )
-                : s.red(`⎿ denied${data.reason ? `: ${firstLine(data.reason, 200)}` : ""}`)
+                : s.red(`⎿ denied${data.reason ? `: ${firstLine(data.reason, 200, s)}` : ""}`)
             }`
           ]
         : []
     case "approval.decided":
       if (data.allow || data.by === "user") return []
       return [
-        `  ${s.red(`⎿ denied by ${data.by === "rule" ? `rule ${data.rule}` : `approval mode ${data.mode}`}${data.reason ? `: ${firstLine(data.reason, 200)}` : ""}`)}`
+        `  ${s.red(`⎿ denied by ${data.by === "rule" ? `rule ${x(data.rule)}` : `approval mode ${x(data.mode)}`}${data.reason ? `: ${firstLine(data.reason, 200, s)}` : ""}`)}`
       ]
     case "turn.completed": {
       if (e.agent !== "main") return []
@@ -241,27 +289,27 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
         data.status === "completed"
           ? s.dim("✓ done")
           : data.status === "budget"
-            ? s.yellow(`■ budget reached: ${data.reason ?? ""}`)
-            : s.red(`✗ ${data.status}: ${firstLine(data.reason, 200)}`)
+            ? s.yellow(`■ budget reached: ${x(data.reason)}`)
+            : s.red(`✗ ${x(data.status)}: ${firstLine(data.reason, 200, s)}`)
       return [
-        `${head}${s.dim(` · ${data.steps ?? 0} model call${data.steps === 1 ? "" : "s"} · ${data.toolCalls ?? 0} tool call${data.toolCalls === 1 ? "" : "s"} · ${fmtInt(tokens)} tokens`)}`
+        `${head}${s.dim(` · ${x(data.steps, "0")} model call${data.steps === 1 ? "" : "s"} · ${x(data.toolCalls, "0")} tool call${data.toolCalls === 1 ? "" : "s"} · ${fmtInt(tokens)} tokens`)}`
       ]
     }
     case "turn.interrupted":
       return e.agent === "main" ? [s.yellow("■ interrupted")] : [`${tag}${s.yellow("■ interrupted")}`]
     case "crew.spawned":
-      return [s.dim(`+ ${e.agent} joined the crew (${data.role ?? "?"})`)]
+      return [s.dim(`+ ${x(e.agent)} joined the crew (${x(data.role, "?")})`)]
     case "crew.task.received":
       // a `fail` letter is followed by the member's failure, which says why
       return data.kind === "stop" || data.kind === "fail"
         ? []
-        : [`${tag}${s.dim(`← ${data.kind ?? "task"} from ${data.from ?? "?"}: ${firstLine(data.text, 160)}`)}`]
+        : [`${tag}${s.dim(`← ${x(data.kind, "task")} from ${x(data.from, "?")}: ${firstLine(data.text, 160, s)}`)}`]
     case "crew.task.done":
       return [
-        `${tag}${data.status === "completed" ? s.green("✓") : s.red("✗")} ${s.dim(`finished ${data.taskId ?? "task"}: ${firstLine(data.text, 160)}`)}`
+        `${tag}${data.status === "completed" ? s.green("✓") : s.red("✗")} ${s.dim(`finished ${x(data.taskId, "task")}: ${firstLine(data.text, 160, s)}`)}`
       ]
     case "crew.member.failed":
-      return [`${tag}${s.red(`✗ failed: ${firstLine(data.error, 200)}`)}`]
+      return [`${tag}${s.red(`✗ failed: ${firstLine(data.error, 200, s)}`)}`]
     case "crew.stopped":
       return [`${tag}${s.dim("stopped")}`]
     case "worktree.reattached": {
@@ -269,32 +317,36 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       const back = all.filter((w) => w.status !== "failed")
       return [
         ...(back.length > 0
-          ? [s.dim(`↺ worktrees back after the restart: ${back.map((w) => `${w.agent} (${w.status})`).join(", ")}`)]
+          ? [
+              s.dim(
+                `↺ worktrees back after the restart: ${back.map((w) => `${x(w.agent)} (${x(w.status)})`).join(", ")}`
+              )
+            ]
           : []),
         ...all
           .filter((w) => w.status === "failed")
-          .map((w) => s.red(`✗ the worktree of ${w.agent} could not be brought back: ${firstLine(w.error, 200)}`))
+          .map((w) => s.red(`✗ the worktree of ${x(w.agent)} could not be brought back: ${firstLine(w.error, 200, s)}`))
       ]
     }
     case "crew.review.requested":
-      return [`${tag}${s.dim(`asks ${data.reviewer ?? "a reviewer"} for a review (round ${data.round ?? 1})`)}`]
+      return [`${tag}${s.dim(`asks ${x(data.reviewer, "a reviewer")} for a review (round ${x(data.round, "1")})`)}`]
     case "crew.verdict.received":
-      return [`${tag}${s.dim(`review verdict: ${(data.data as any)?.verdict ?? ""} ${firstLine(data.text, 120)}`)}`]
+      return [`${tag}${s.dim(`review verdict: ${x((data.data as any)?.verdict)} ${firstLine(data.text, 120, s)}`)}`]
     case "inbox.delivered":
     case "crew.reports": {
       const lines = String(data.text ?? "")
         .split("\n")
         .filter((l) => l.trim() !== "")
       return [
-        s.dim(`◆ ${e.agent} receives from ${data.from ?? "the crew"}:`),
-        ...lines.slice(0, 4).map((l) => s.dim(`  ${l.length > 200 ? `${l.slice(0, 199)}…` : l}`)),
+        s.dim(`◆ ${x(e.agent)} receives from ${x(data.from, "the crew")}:`),
+        ...lines.slice(0, 4).map((l) => s.dim(`  ${escapeUnsafe(l.length > 200 ? `${l.slice(0, 199)}…` : l, s)}`)),
         ...(lines.length > 4 ? [s.dim(`  … ${lines.length - 4} more lines`)] : [])
       ]
     }
     case "context.compacted":
       return [
         s.dim(
-          `⊘ ${e.agent}'s context compacted: ${fmtInt(data.before ?? 0)} → ${fmtInt(data.after ?? 0)} tokens${data.force ? " (requested)" : ""}`
+          `⊘ ${x(e.agent)}'s context compacted: ${fmtInt(data.before ?? 0)} → ${fmtInt(data.after ?? 0)} tokens${data.force ? " (requested)" : ""}`
         )
       ]
     case "plan.proposed":
@@ -302,39 +354,39 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       const plan = data.plan ?? {}
       const steps: Array<any> = Array.isArray(plan.steps) ? plan.steps : []
       return [
-        s.bold(`▤ plan ${data.id ?? ""} v${data.version ?? 1}: ${plan.title ?? ""}`),
-        ...steps.map((st, i) => `  ${i + 1}. ${firstLine(st.intent, 160)}`)
+        s.bold(`▤ plan ${x(data.id)} v${x(data.version, "1")}: ${x(plan.title)}`),
+        ...steps.map((st, i) => `  ${i + 1}. ${firstLine(st.intent, 160, s)}`)
       ]
     }
     case "plan.approval.answered":
       return o.transcript
-        ? [s.dim(`  ⎿ plan ${data.decision ?? ""}${data.feedback ? `: ${firstLine(data.feedback, 160)}` : ""}`)]
+        ? [s.dim(`  ⎿ plan ${x(data.decision)}${data.feedback ? `: ${firstLine(data.feedback, 160, s)}` : ""}`)]
         : []
     case "plan.step.started":
-      return [s.dim(`▸ step ${data.step ?? ""}${data.member ? ` on ${data.member}` : ""}`)]
+      return [s.dim(`▸ step ${x(data.step)}${data.member ? ` on ${x(data.member)}` : ""}`)]
     case "plan.step.completed":
-      return [s.dim(`▸ step ${data.step ?? ""} ${data.status ?? ""}`)]
+      return [s.dim(`▸ step ${x(data.step)} ${x(data.status)}`)]
     case "plan.completed":
       return [
-        s.bold(`▤ plan ${data.id ?? ""} ${data.status ?? ""}${data.reason ? `: ${firstLine(data.reason, 160)}` : ""}`)
+        s.bold(`▤ plan ${x(data.id)} ${x(data.status)}${data.reason ? `: ${firstLine(data.reason, 160, s)}` : ""}`)
       ]
     case "goal.started":
       return [
         s.bold(
-          `◎ goal: ${firstLine(data.objective, 200)}${data.check ? s.dim(` (check: ${typeof data.check === "string" ? data.check : (data.check.command ?? data.check.criterion ?? "")})`) : ""}`
+          `◎ goal: ${firstLine(data.objective, 200, s)}${data.check ? s.dim(` (check: ${x(typeof data.check === "string" ? data.check : (data.check.command ?? data.check.criterion))})`) : ""}`
         )
       ]
     case "goal.check.completed":
       return [
         data.passed === true || data.verdict === "met"
-          ? s.green(`◎ check passed (attempt ${data.attempt ?? "?"})`)
-          : s.yellow(`◎ check not passed yet (attempt ${data.attempt ?? "?"})`)
+          ? s.green(`◎ check passed (attempt ${x(data.attempt, "?")})`)
+          : s.yellow(`◎ check not passed yet (attempt ${x(data.attempt, "?")})`)
       ]
     case "goal.completed":
       return [
         data.status === "achieved"
-          ? s.green(`◎ goal achieved after ${data.attempts ?? "?"} attempt(s)`)
-          : s.yellow(`◎ goal ${data.status ?? ""}: ${firstLine(data.reason, 200)}`)
+          ? s.green(`◎ goal achieved after ${x(data.attempts, "?")} attempt(s)`)
+          : s.yellow(`◎ goal ${x(data.status)}: ${firstLine(data.reason, 200, s)}`)
       ]
     default:
       return []

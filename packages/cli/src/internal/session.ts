@@ -12,6 +12,7 @@ import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Model from "./model.js"
 import * as Plugins from "./plugins.js"
+import * as Trust from "./trust.js"
 
 export interface Flags {
   readonly model?: string | undefined
@@ -19,10 +20,14 @@ export interface Flags {
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns?: number | undefined
+  /** The model's context window in tokens, for models the table does not know. */
+  readonly contextWindow?: number | undefined
   readonly noCrew: boolean
   readonly cwd?: string | undefined
   /** Crew members share the checkout instead of working in git worktrees of their own. */
   readonly noWorktrees?: boolean | undefined
+  /** Use the folder's own settings for this run without asking (`--trust`). */
+  readonly trust?: boolean | undefined
   /** Hidden test flag: a scripted model from this file. */
   readonly script?: string | undefined
 }
@@ -37,6 +42,58 @@ export interface Prepared {
   readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
   readonly plugins: Plugins.PluginSet
   readonly loaded: Config.Loaded
+  /** Where the context window came from (`--context-window`, a config file, the model table, the server…). */
+  readonly contextWindowSource: string
+  /** Lines for the user before the session starts (e.g. that the folder's settings are not used). */
+  readonly notices: ReadonlyArray<string>
+}
+
+/** Whether the folder's own files take effect in a session (see `trust.ts`). */
+export interface TrustDecision {
+  readonly project: Trust.Project
+  readonly status: Trust.Status
+  readonly trusted: boolean
+}
+
+/** The folder's files and what the user's trust record says of them. */
+export const projectTrust = (root: string, env: Env) => {
+  const project = Trust.scan(root)
+  return { project, status: Trust.status(project, env.env) }
+}
+
+/** Decides for the folder a session runs in (it is known only once a resumed session is read). */
+export type Decide = (root: string) => Effect.Effect<TrustDecision, CliError>
+
+/** Without anyone to ask: trusted when recorded so, or with `--trust`; never otherwise. */
+export const headlessTrust =
+  (flags: Flags, env: Env): Decide =>
+  (root) =>
+    Effect.sync(() => {
+      const { project, status } = projectTrust(root, env)
+      return {
+        project,
+        status,
+        trusted: status._tag === "trusted" || (flags.trust === true && status._tag !== "nothing")
+      }
+    })
+
+const skillCount = (project: Trust.Project) => project.files.filter((f) => f.rel.endsWith("/SKILL.md")).length
+
+/** The one line that says a folder's settings are not used. */
+export const untrustedNotice = (decision: TrustDecision): string | undefined => {
+  if (decision.trusted || decision.project.files.length === 0) return undefined
+  const skills = skillCount(decision.project)
+  const what = [
+    ...decision.project.files.filter((f) => !f.rel.endsWith("/SKILL.md")).map((f) => f.rel),
+    ...(skills > 0 ? [`${skills} skill${skills === 1 ? "" : "s"}`] : [])
+  ].join(", ")
+  const why =
+    decision.status._tag === "changed"
+      ? `they changed since you trusted this folder (${decision.status.changed.join(", ")})`
+      : decision.status._tag === "untrusted" && decision.status.problem
+        ? `this folder is not trusted (${decision.status.problem})`
+        : "this folder is not trusted"
+  return `this folder's own settings are not used (${what}): ${why}. See what they set and trust them with: muse trust --show, muse trust (or --trust for one run)`
 }
 
 export interface Env {
@@ -60,10 +117,25 @@ export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<strin
 const scriptedSpec = (file: string) => `scripted/${path.basename(file).replace(/(\.script)?\.json$/, "")}`
 
 /** Everything a new session needs (`session`: the id it will get, which names its worktree branches). */
-export const prepareNew = (flags: Flags, env: Env, session: string, title = ""): Effect.Effect<Prepared, CliError> =>
+export const prepareNew = (
+  flags: Flags,
+  env: Env,
+  session: string,
+  title: string,
+  decide: Decide
+): Effect.Effect<Prepared, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
-    const loaded = yield* Config.load(root, env.env)
+    const trust = yield* decide(root)
+    const loaded = yield* Config.load(root, env.env, { project: trust.trusted })
+    const notices: Array<string> = []
+    const untrusted = untrustedNotice(trust)
+    if (untrusted) notices.push(untrusted)
+    if (loaded.project?.stateDir) {
+      notices.push(
+        `${loaded.projectFile} sets stateDir; a project cannot choose where sessions are stored, so it is not used (set it in ${loaded.userFile} or MUSE_HOME)`
+      )
+    }
     const flagModel = flags.script && !flags.model ? scriptedSpec(flags.script) : flags.model
     const choice = Config.chooseModel(flagModel, loaded, env.env) ?? Model.defaultFor(env.env)
     if (!choice) {
@@ -78,9 +150,11 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       scriptFlag: flags.script,
       onRequest: env.onRequest
     })
-    const projectRules = yield* SessionRuntime.loadProjectRules(root).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Usage, message: e.message }))
-    )
+    const projectRules = trust.trusted
+      ? yield* SessionRuntime.loadProjectRules(root).pipe(
+          Effect.mapError((e) => new CliError({ code: ExitCode.Usage, message: e.message }))
+        )
+      : []
     const flagRules: Array<Approvals.Rule> = []
     for (const a of flags.allow) flagRules.push(yield* Config.parseRuleFlag(a, "allow"))
     for (const a of flags.deny) flagRules.push(yield* Config.parseRuleFlag(a, "deny"))
@@ -92,13 +166,25 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
         message: `--max-turns must be a whole number of at least 1, got ${turns}`
       })
     }
+    if (flags.contextWindow !== undefined && !(Number.isInteger(flags.contextWindow) && flags.contextWindow >= 1)) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `--context-window must be a whole number of tokens, got ${flags.contextWindow}`
+      })
+    }
+    const window = yield* Model.contextWindow(choice.spec, { flag: flags.contextWindow, loaded, env: env.env })
     const crew = flags.noCrew ? false : (loaded.project?.crew ?? loaded.user?.crew ?? true)
     const worktrees =
       crew &&
       !flags.noWorktrees &&
       (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
       Plugins.inGitRepo(root)
-    const plugins = yield* Plugins.make({ root, worktrees: worktrees ? { sessionId: session } : undefined })
+    const plugins = yield* Plugins.make({
+      root,
+      projectSkills: trust.trusted,
+      worktrees: worktrees ? { sessionId: session } : undefined,
+      contextWindow: window.tokens
+    })
     const config = SessionRuntime.config({
       root,
       title,
@@ -108,6 +194,7 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
       instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),
       crew,
+      contextWindow: window.tokens,
       budget: {
         ...(turns !== undefined ? { turns } : {}),
         ...(budget.tokens !== undefined ? { tokens: budget.tokens } : {}),
@@ -121,7 +208,9 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
       modelSource: choice.source,
       languageModel,
       plugins,
-      loaded
+      loaded,
+      contextWindowSource: window.source,
+      notices
     } satisfies Prepared
   })
 
@@ -129,7 +218,7 @@ export const prepareNew = (flags: Flags, env: Env, session: string, title = ""):
 export const stateDirFor = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
-    const loaded = yield* Config.load(root, env.env)
+    const loaded = yield* Config.load(root, env.env, { project: false })
     return Config.stateDir(loaded, env.env)
   })
 
@@ -158,11 +247,12 @@ export const readRecorded = (session: string, dir: string) =>
 export const prepareResume = (
   session: string,
   flags: Flags,
-  env: Env
+  env: Env,
+  decide: Decide
 ): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
-    const loaded = yield* Config.load(root, env.env)
+    const loaded = yield* Config.load(root, env.env, { project: false })
     const stateDir = Config.stateDir(loaded, env.env)
     const ends = yield* EventLogFile.readEnds(session, { dir: stateDir }).pipe(Effect.mapError(logError))
     const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
@@ -178,12 +268,31 @@ export const prepareResume = (
         message: `session ${session} was recorded with ${config.model}; a session keeps its model (start a new one for ${flags.model})`
       })
     }
+    if (flags.contextWindow !== undefined && flags.contextWindow !== config.contextWindow) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `session ${session} was recorded with ${
+          config.contextWindow === undefined
+            ? "the model table's context window"
+            : `a context window of ${config.contextWindow} tokens`
+        }; a session keeps its window (start a new one for --context-window ${flags.contextWindow})`
+      })
+    }
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest
     })
-    const plugins = yield* Plugins.make({ root: config.root, worktrees: Plugins.recordedWorktrees(config, session) })
+    // the session's approval mode and rules were settled when it started (they are in its log);
+    // the project's skills are read again, so they need the folder's trust now
+    const trust = yield* decide(config.root)
+    const plugins = yield* Plugins.make({
+      root: config.root,
+      projectSkills: trust.trusted,
+      worktrees: Plugins.recordedWorktrees(config, session),
+      contextWindow: config.contextWindow
+    })
+    const untrusted = untrustedNotice(trust)
     return {
       root: config.root,
       stateDir,
@@ -192,6 +301,8 @@ export const prepareResume = (
       languageModel,
       plugins,
       loaded,
+      contextWindowSource: config.contextWindow === undefined ? "the model table" : "the session",
+      notices: untrusted ? [untrusted] : [],
       events,
       nextSeq
     }

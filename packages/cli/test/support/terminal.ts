@@ -84,3 +84,29 @@ export const spawnInTerminal = (
     }
   }
 }
+
+/**
+ * What a terminal shows for `data`: it is written into a headless xterm (`\n` as a new line) and
+ * the whole buffer is read back, with the window titles it was asked to set.
+ */
+export const renderInTerminal = async (
+  data: string,
+  options: { readonly cols?: number; readonly rows?: number } = {}
+): Promise<{ readonly lines: Array<string>; readonly text: string; readonly titles: Array<string> }> => {
+  const term = new Terminal({
+    cols: options.cols ?? 100,
+    rows: options.rows ?? 40,
+    scrollback: 5000,
+    allowProposedApi: true,
+    convertEol: true
+  })
+  const titles: Array<string> = []
+  term.onTitleChange((t) => titles.push(t))
+  await new Promise<void>((r) => term.write(data, r))
+  const buf = term.buffer.active
+  const lines: Array<string> = []
+  for (let i = 0; i < buf.length; i++) lines.push(buf.getLine(i)?.translateToString(true) ?? "")
+  while (lines.length > 0 && lines[lines.length - 1] === "") lines.pop()
+  term.dispose()
+  return { lines, text: lines.join("\n"), titles }
+}

@@ -1,3 +1,19 @@
+/**
+ * A model provider's HTTP server on 127.0.0.1 for tests and benchmarks: real sockets, real HTTP,
+ * answers queued per request (or computed by a fallback handler), every request recorded with its
+ * raw body and the times it arrived and was answered.
+ *
+ * @example
+ * ```ts
+ * import * as Fake from "./FakeServer.js"
+ *
+ * const server = yield* Fake.make // scoped: closed with the scope
+ * server.reply(Fake.json(200, { ok: true }), Fake.sse([{ data: { hello: 1 } }, { data: "[DONE]" }]))
+ *
+ * const plain = await Fake.listen({ fallback: (req, res, recorded) => res.end("{}") }) // no Effect
+ * await plain.close()
+ * ```
+ */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Effect, type Scope } from "effect"
@@ -8,8 +24,15 @@ export interface Recorded {
   readonly url: string
   readonly headers: IncomingMessage["headers"]
   readonly raw: string
+  /** Size of the request body in bytes, as it came over the wire. */
+  readonly bytes: number
   readonly body: any
+  /** Wall-clock ms when the body was complete. */
   readonly at: number
+  /** `performance.now()` of this process when the request line and headers arrived. */
+  readonly receivedAt: number
+  /** `performance.now()` when the response was handed to the socket in full (undefined until then). */
+  finishedAt: number | undefined
   /** True when the client went away before the response was complete. */
   aborted: boolean
 }
@@ -23,16 +46,34 @@ export interface FakeServer {
   readonly reply: (...handlers: Array<Handler>) => void
 }
 
-/** A node:http server on 127.0.0.1 that answers each request with the next queued handler. */
-export const make: Effect.Effect<FakeServer, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.async<{ server: ReturnType<typeof createServer>; fake: FakeServer }>((resume) => {
+export interface Listening extends FakeServer {
+  readonly close: () => Promise<void>
+}
+
+export interface ListenOptions {
+  /** Answers a request when no handler is queued (default: a 500 naming the problem). */
+  readonly fallback?: Handler | undefined
+  /** Keep only requests for which this is true in `requests` (default: all). */
+  readonly record?: ((recorded: Recorded) => boolean) | undefined
+}
+
+const noHandler: Handler = (_req, res) => {
+  res.writeHead(500, { "content-type": "application/json" })
+  res.end(JSON.stringify({ error: { message: "fake server: no handler queued" } }))
+}
+
+/** Starts the server; plain Promises, for code that does not run in Effect (benchmarks). */
+export const listen = (options: ListenOptions = {}): Promise<Listening> =>
+  new Promise((resolve) => {
     const queue: Array<Handler> = []
     const requests: Array<Recorded> = []
     const server = createServer((req, res) => {
+      const receivedAt = performance.now()
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {
-        const raw = Buffer.concat(chunks).toString("utf8")
+        const buffer = Buffer.concat(chunks)
+        const raw = buffer.toString("utf8")
         let body: any = raw
         try {
           body = raw === "" ? undefined : JSON.parse(raw)
@@ -42,39 +83,44 @@ export const make: Effect.Effect<FakeServer, never, Scope.Scope> = Effect.acquir
           url: req.url ?? "",
           headers: req.headers,
           raw,
+          bytes: buffer.length,
           body,
           at: Date.now(),
+          receivedAt,
+          finishedAt: undefined,
           aborted: false
         }
-        requests.push(recorded)
+        if (options.record === undefined || options.record(recorded)) requests.push(recorded)
+        res.on("finish", () => {
+          recorded.finishedAt = performance.now()
+        })
         res.on("close", () => {
           if (!res.writableFinished) recorded.aborted = true
         })
-        const handler = queue.shift()
-        if (handler === undefined) {
-          res.writeHead(500, { "content-type": "application/json" })
-          res.end(JSON.stringify({ error: { message: "fake server: no handler queued" } }))
-          return
-        }
+        const handler = queue.shift() ?? options.fallback ?? noHandler
         void handler(req, res, recorded)
       })
     })
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address() as AddressInfo
-      resume(
-        Effect.succeed({
-          server,
-          fake: { url: `http://127.0.0.1:${port}`, requests, reply: (...hs) => queue.push(...hs) }
-        })
-      )
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        requests,
+        reply: (...hs) => queue.push(...hs),
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections()
+            server.close(() => done())
+          })
+      })
     })
-  }),
-  ({ server }) =>
-    Effect.async<void>((resume) => {
-      server.closeAllConnections()
-      server.close(() => resume(Effect.void))
-    })
-).pipe(Effect.map(({ fake }) => fake))
+  })
+
+/** A node:http server on 127.0.0.1 that answers each request with the next queued handler. */
+export const make: Effect.Effect<FakeServer, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.promise(() => listen()),
+  (server) => Effect.promise(() => server.close())
+)
 
 export const json =
   (status: number, body: unknown, headers: Record<string, string> = {}): Handler =>
@@ -95,18 +141,26 @@ export interface SseEvent {
   readonly data: unknown
 }
 
-const frame = (e: SseEvent) =>
+/** One server-sent event as it goes over the wire. */
+export const frame = (e: SseEvent): string =>
   (e.event !== undefined ? `event: ${e.event}\n` : "") +
   `data: ${typeof e.data === "string" ? e.data : JSON.stringify(e.data)}\n\n`
 
+const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" }
+
 /**
  * Streams server-sent events, a few milliseconds apart. With `dropAfter`, the socket is destroyed
- * after that many events (a connection dropped mid-stream).
+ * after that many events (a connection dropped mid-stream). With `gapMs: 0` the whole stream goes
+ * out in one write.
  */
 export const sse =
   (events: ReadonlyArray<SseEvent>, options: { readonly dropAfter?: number; readonly gapMs?: number } = {}): Handler =>
   async (_req, res) => {
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" })
+    res.writeHead(200, sseHeaders)
+    if (options.gapMs === 0 && options.dropAfter === undefined) {
+      res.end(events.map(frame).join(""))
+      return
+    }
     let n = 0
     for (const e of events) {
       if (options.dropAfter !== undefined && n === options.dropAfter) {

@@ -105,3 +105,46 @@ export const truncatedBox = (path: string, size: number) =>
       return Option.none<string>()
     })
   )
+
+/** An EBML variable-length integer at `at`: its length in bytes and value (`undefined` = "unknown"). */
+const vint = (bytes: Uint8Array, at: number, keepMarker: boolean) => {
+  const first = bytes[at]
+  if (first === undefined || first === 0) return undefined
+  const length = Math.clz32(first) - 23 // 1..8
+  if (at + length > bytes.length) return undefined
+  let value = keepMarker ? first : first & (0xff >> length)
+  let allOnes = value === 0xff >> length
+  for (let i = 1; i < length; i++) {
+    const b = bytes[at + i]!
+    value = value * 256 + b
+    if (b !== 0xff) allOnes = false
+  }
+  return { length, value: !keepMarker && allOnes ? undefined : value }
+}
+
+/**
+ * Whether a WebM/Matroska file is cut off: its Segment declares a size and the file ends before
+ * it. Recent ffmpeg builds say so while decoding; older ones decode the part that is there in
+ * silence, so the check is made here for all of them. A Segment of unknown size (a live
+ * recording, a pipe) cannot be checked and is left to ffmpeg.
+ */
+export const truncatedEbml = (path: string, size: number) =>
+  Effect.gen(function* () {
+    const head = yield* readHead(path, 4096)
+    let pos = 0
+    const header = vint(head, pos, true)
+    if (header?.value !== 0x1a45dfa3) return Option.none<string>()
+    const headerSize = vint(head, pos + header.length, false)
+    if (!headerSize || headerSize.value === undefined) return Option.none<string>()
+    pos += header.length + headerSize.length + headerSize.value
+    const id = vint(head, pos, true)
+    if (id?.value !== 0x18538067) return Option.none<string>()
+    const segment = vint(head, pos + id.length, false)
+    if (!segment || segment.value === undefined) return Option.none<string>()
+    const end = pos + id.length + segment.length + segment.value
+    return end > size
+      ? Option.some(
+          `the Segment at byte ${pos} needs ${end - pos} bytes but the file ends after ${size - pos}: the file is cut off (an interrupted download or copy, or a recording still being written)`
+        )
+      : Option.none<string>()
+  })

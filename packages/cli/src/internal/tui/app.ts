@@ -8,18 +8,20 @@
  * the same session in place: the log is replayed to its end and the prompt comes back.
  */
 import * as readline from "node:readline"
-import type { Approvals, Event } from "@musekit/core"
+import { Approvals, type Event } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
-import { type Style, styleFor, truncate } from "../ansi.js"
+import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
 import * as History from "../history.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import * as Session from "../session.js"
 import * as Tools from "../tools.js"
+import * as Trust from "../trust.js"
 import { version } from "../version.js"
 import { Editor, type Key } from "./editor.js"
+import { Gate } from "./gate.js"
 import { Screen } from "./screen.js"
 
 export interface InteractiveOptions {
@@ -46,7 +48,16 @@ interface Choice {
   readonly answer?: Approvals.Answer | undefined
   /** Ask for a text first; the answer is made from it. */
   readonly withText?: { readonly prompt: string; readonly answer: (text: string) => Approvals.Answer } | undefined
+  /** Show the lines of the question that are still folded. */
+  readonly expand?: boolean | undefined
+  /** Show the rule this answer would store and ask to confirm it. */
+  readonly confirm?: "session" | "project" | undefined
+  /** Back from a confirmation to the choices. */
+  readonly back?: boolean | undefined
 }
+
+/** Lines of a question shown before the rest is folded behind [v]. */
+const FOLD_LINES = 40
 
 type State =
   | { readonly _tag: "idle" }
@@ -54,9 +65,11 @@ type State =
   | {
       readonly _tag: "approval"
       readonly request: Approvals.Request
-      readonly choices: ReadonlyArray<Choice>
+      choices: ReadonlyArray<Choice>
       selected: number
       text: { readonly prompt: string; readonly answer: (text: string) => Approvals.Answer } | undefined
+      /** Lines of the question not shown yet; no answer but "no" is possible until [v] shows them. */
+      hidden: ReadonlyArray<string>
       readonly resolve: (a: Approvals.Answer) => void
     }
 
@@ -69,38 +82,54 @@ const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly descriptio
   { name: "exit", description: "leave (the session is saved; muse resume continues it)" }
 ]
 
-const toolChoices = (request: Approvals.Request): ReadonlyArray<Choice> =>
-  request.tool === "/plan"
-    ? [
-        { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
-        {
-          key: "e",
-          label: "edit…",
-          withText: {
-            prompt: "what to change › ",
-            answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
-          }
-        },
-        {
-          key: "r",
-          label: "reject…",
-          withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
-        },
-        { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
-      ]
-    : [
-        { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
-        { key: "s", label: "yes, this session", answer: { allow: true, scope: "session" } },
-        { key: "a", label: "yes, always", answer: { allow: true, scope: "project" } },
-        { key: "n", label: "no", answer: { allow: false, scope: "once", reason: "the user said no" } },
-        {
-          key: "t",
-          label: "no, tell why…",
-          withText: { prompt: "tell the agent › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
-        }
-      ]
+const noChoices: ReadonlyArray<Choice> = [
+  { key: "n", label: "no", answer: { allow: false, scope: "once", reason: "the user said no" } },
+  {
+    key: "t",
+    label: "no, tell why…",
+    withText: { prompt: "tell the agent › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
+  }
+]
 
-class App {
+/**
+ * The answers to a question. While part of it is folded, only "show all" and the noes. "Yes, this
+ * session" and "yes, always" are offered only with a rule to store (`request.proposal`), and
+ * "always" only where a saved rule takes effect again (a folder with trusted settings, or none).
+ */
+const toolChoices = (request: Approvals.Request, hidden: number, alwaysOk: boolean): ReadonlyArray<Choice> =>
+  hidden > 0
+    ? [
+        { key: "v", label: `show all (${hidden} more lines)`, expand: true },
+        ...(request.tool === "/plan"
+          ? [{ key: "n", label: "drop it", answer: { allow: false, scope: "once" } } satisfies Choice]
+          : noChoices)
+      ]
+    : request.tool === "/plan"
+      ? [
+          { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
+          {
+            key: "e",
+            label: "edit…",
+            withText: {
+              prompt: "what to change › ",
+              answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
+            }
+          },
+          {
+            key: "r",
+            label: "reject…",
+            withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
+          },
+          { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+        ]
+      : [
+          { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
+          ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
+          ...(request.proposal && alwaysOk ? [{ key: "a", label: "yes, always…", confirm: "project" } as const] : []),
+          ...noChoices
+        ]
+
+export class App {
   readonly screen: Screen
   readonly style: Style
   readonly editor: Editor
@@ -126,6 +155,12 @@ class App {
   exitRequested = false
   cancel: (() => void) | undefined
   hardExit: (() => void) | undefined
+  /** Whether "yes, always" is offered (its rule is saved where it takes effect again). */
+  alwaysOk = false
+  /** Told after a "yes, always" rule was saved. */
+  onAlwaysSaved: (() => void) | undefined
+  /** Answer keys work only once a question has been on screen for a moment. */
+  readonly gate = new Gate(() => this.draw())
 
   constructor(
     readonly out: NodeJS.WriteStream,
@@ -134,8 +169,8 @@ class App {
     readonly modelSource: string,
     readonly skills: ReadonlyArray<{ readonly name: string; readonly description: string }>
   ) {
-    this.screen = new Screen(out)
     this.style = styleFor(out)
+    this.screen = new Screen(out, this.style)
     this.approvalMode = config.approvalMode
     this.markdown = new Render.Markdown(this.style)
     this.editor = new Editor((text) => this.completions(text))
@@ -198,7 +233,12 @@ class App {
       for (const [name, m] of this.crew) {
         if (m.status === "working" || m.status === "waiting-approval") {
           lines.push(
-            truncate(s.dim(`  ${s.magenta(name)} ${m.status}${m.task ? `: ${m.task.replace(/\s+/g, " ")}` : ""}`), w)
+            truncate(
+              s.dim(
+                `  ${s.magenta(escapeUnsafe(name, s))} ${m.status}${m.task ? `: ${escapeUnsafe(m.task.replace(/ +/g, " "), s)}` : ""}`
+              ),
+              w
+            )
           )
         }
       }
@@ -214,6 +254,12 @@ class App {
         this.screen.setFooter(lines, { row: lines.length - 2, col: v.col })
         return
       }
+      if (!this.gate.armed) {
+        lines.push(`${s.yellow("?")} ${s.dim("read the question above; the answer keys work in a moment")}`)
+        lines.push(this.statusLine())
+        this.screen.setFooter(lines)
+        return
+      }
       const opts = st.choices
         .map((c, i) => {
           const text = `[${c.key}] ${c.label}`
@@ -221,7 +267,15 @@ class App {
         })
         .join("  ")
       lines.push(`${s.yellow("?")} ${opts}`)
-      lines.push(this.statusLine() + s.dim(" · ←/→ enter, or a letter"))
+      const dropped = this.gate.dropped
+      lines.push(
+        this.statusLine() +
+          s.dim(
+            dropped > 0
+              ? ` · ${dropped} key${dropped === 1 ? "" : "s"} typed before the question ignored`
+              : " · ←/→ enter, or a letter"
+          )
+      )
       this.screen.setFooter(lines)
       return
     }
@@ -242,7 +296,8 @@ class App {
 
   /** Streamed text: whole lines go to the scrollback, the rest stays in the footer. */
   text(delta: string): void {
-    this.partial += delta
+    // the model's text is escaped as it arrives (each unsafe character on its own, so pieces cannot combine)
+    this.partial += escapeUnsafe(delta, this.style, { newlines: true, tabs: "spaces" })
     const parts = this.partial.split("\n")
     this.partial = parts.pop() ?? ""
     const done: Array<string> = parts.map((l) => this.markdown.line(l))
@@ -298,7 +353,7 @@ class App {
     if (e.type === "tool.started" && e.agent === "main") {
       this.flushText()
       this.activity = {
-        label: Render.toolTitle(String(data.tool ?? ""), data.summary),
+        label: Render.toolTitle(String(data.tool ?? ""), data.summary, this.style),
         since: performance.now(),
         output: ""
       }
@@ -312,8 +367,9 @@ class App {
           : data.scope === "project"
             ? "allowed always (saved in .muse/permissions.json)"
             : "allowed once"
-        : `denied${data.reason ? `: ${data.reason}` : ""}`
+        : `denied${data.reason ? `: ${escapeUnsafe(String(data.reason), this.style)}` : ""}`
       this.print([`  ${data.allow ? this.style.green(`⎿ ${how}`) : this.style.red(`⎿ ${how}`)}`])
+      if (data.allow && data.scope === "project") this.onAlwaysSaved?.()
       return
     }
     const lines = Render.eventLines(e, {
@@ -367,7 +423,7 @@ class App {
   toolOutput(chunk: string): void {
     if (!this.activity) return
     const lines = chunk.split("\n").filter((l) => l.trim() !== "")
-    if (lines.length > 0) this.activity.output = lines[lines.length - 1]!.replace(/\x1b\[[0-9;]*m/g, "")
+    if (lines.length > 0) this.activity.output = escapeOutput(lines[lines.length - 1]!, this.style)
     this.draw()
   }
 
@@ -386,7 +442,7 @@ class App {
               ? s.yellow
               : s.dim
       lines.push(
-        `  ${s.magenta(name.padEnd(12))} ${m.role.padEnd(9)} ${color(m.status.padEnd(16))} ${s.dim(`${m.tasks} task${m.tasks === 1 ? "" : "s"}`)}${m.task ? `  ${m.task}` : ""}`
+        `  ${s.magenta(escapeUnsafe(name.padEnd(12), s))} ${escapeUnsafe(m.role.padEnd(9), s)} ${color(m.status.padEnd(16))} ${s.dim(`${m.tasks} task${m.tasks === 1 ? "" : "s"}`)}${m.task ? `  ${escapeUnsafe(m.task, s)}` : ""}`
       )
     }
     return lines
@@ -395,7 +451,10 @@ class App {
   helpLines(): Array<string> {
     const s = this.style
     const rows: Array<[string, string]> = [
-      ...this.skills.map((k): [string, string] => [`/${k.name}`, k.description.split(". ")[0]!]),
+      ...this.skills.map((k): [string, string] => [
+        `/${escapeUnsafe(k.name, s)}`,
+        escapeUnsafe(k.description.split(". ")[0]!, s)
+      ]),
       ...LOCAL_COMMANDS.map((c): [string, string] => [`/${c.name}`, c.description])
     ]
     return [
@@ -417,7 +476,7 @@ class App {
       ? `$${info.pricing.input}/$${info.pricing.output} per million tokens in/out`
       : "no list price known"
     return [
-      `${s.bold(this.config.model)} ${s.dim(`(from ${this.modelSource})`)}`,
+      `${s.bold(escapeUnsafe(this.config.model, s))} ${s.dim(`(from ${escapeUnsafe(this.modelSource, s)})`)}`,
       s.dim(`  context window ${Render.fmtInt(ModelInfo.contextWindow(this.config.model))} tokens · ${price}`),
       s.dim(`  this session: ${this.totals.describe()}`),
       s.dim("  A session keeps its model; start another with: muse --model <provider/model>")
@@ -455,18 +514,19 @@ class App {
       return
     }
     const s = this.style
+    const shown = escapeUnsafe(t, s)
     if (t.startsWith("/")) {
       const [cmd, ...rest] = t.slice(1).split(/\s+/)
       const arg = rest.join(" ")
       switch (cmd) {
         case "help":
-          this.print([s.cyan(`› ${t}`), ...this.helpLines(), ""])
+          this.print([s.cyan(`› ${shown}`), ...this.helpLines(), ""])
           return
         case "agents":
-          this.print([s.cyan(`› ${t}`), ...this.crewPanel(), ""])
+          this.print([s.cyan(`› ${shown}`), ...this.crewPanel(), ""])
           return
         case "model":
-          this.print([s.cyan(`› ${t}`), ...this.modelLines(), ""])
+          this.print([s.cyan(`› ${shown}`), ...this.modelLines(), ""])
           return
         case "clear":
           this.out.write("\x1b[2J\x1b[3J\x1b[H")
@@ -489,12 +549,16 @@ class App {
           break
         default:
           if (!this.skills.some((k) => k.name === cmd)) {
-            this.print([s.cyan(`› ${t}`), s.yellow(`unknown command /${cmd}; /help lists them`), ""])
+            this.print([
+              s.cyan(`› ${shown}`),
+              s.yellow(`unknown command /${escapeUnsafe(cmd ?? "", s)}; /help lists them`),
+              ""
+            ])
             return
           }
       }
     }
-    this.print([s.bold(s.cyan(`› ${t}`)), ""])
+    this.print([s.bold(s.cyan(`› ${shown}`)), ""])
     this.finishInput(t)
   }
 
@@ -506,22 +570,77 @@ class App {
     w?.(text)
   }
 
+  /**
+   * Ask about a tool call. The question shows exactly what would run: the whole command (every
+   * line of it), the whole diff; all of it escaped. What does not fit in 40 lines is folded behind
+   * [v], and only "no" is possible until it has been shown.
+   */
   askApproval(request: Approvals.Request, resolve: (a: Approvals.Answer) => void): void {
     this.flushText()
     this.stopSpinner()
     const s = this.style
-    const who = `${s.magenta(request.agent)} `
+    const who = `${s.magenta(escapeUnsafe(request.agent, s))} `
+    const verb = request.effect === "exec" ? "run" : request.effect === "write" ? "change a file" : "use"
+    const command = request.summary.replace(/\n$/, "")
+    const multiLine = request.tool === "run_shell" && command.includes("\n")
     const head =
       request.tool === "/plan"
-        ? `${s.yellow("?")} ${who}approve the plan: ${s.bold(request.summary)}`
-        : `${s.yellow("?")} ${who}wants to ${request.effect === "exec" ? "run" : request.effect === "write" ? "change a file" : "use"}: ${s.bold(Render.toolTitle(request.tool, request.summary))}`
-    const preview = request.preview
-      ? request.tool === "/plan"
-        ? request.preview.split("\n").map((l) => `  ${l}`)
-        : Render.diffLines(request.preview, s, 40).map((l) => `  ${l}`)
-      : []
-    this.screen.print([head, ...preview])
-    this.state = { _tag: "approval", request, choices: toolChoices(request), selected: 0, text: undefined, resolve }
+        ? `${s.yellow("?")} ${who}approve the plan: ${s.bold(escapeUnsafe(request.summary, s))}`
+        : multiLine
+          ? `${s.yellow("?")} ${who}wants to run a command of ${command.split("\n").length} lines:`
+          : `${s.yellow("?")} ${who}wants to ${verb}: ${s.bold(Render.toolTitle(request.tool, request.summary, s))}`
+    const body: Array<string> = []
+    if (multiLine) body.push(...Render.commandLines(request.summary, s).map((l) => `  ${s.bold(l)}`))
+    if (request.preview) {
+      body.push(
+        ...(request.tool === "/plan"
+          ? request.preview.split("\n").map((l) => `  ${escapeUnsafe(l, s, { tabs: "spaces" })}`)
+          : Render.diffLines(request.preview, s, Number.POSITIVE_INFINITY).map((l) => `  ${l}`))
+      )
+    }
+    const hidden = body.length > FOLD_LINES ? body.slice(FOLD_LINES) : []
+    this.screen.print([
+      head,
+      ...body.slice(0, FOLD_LINES),
+      ...(hidden.length > 0
+        ? [s.yellow(`  … ${hidden.length} more lines: [v] shows them (answering yes needs them seen)`)]
+        : [])
+    ])
+    this.state = {
+      _tag: "approval",
+      request,
+      choices: toolChoices(request, hidden.length, this.alwaysOk),
+      selected: 0,
+      text: undefined,
+      hidden,
+      resolve
+    }
+    this.gate.arm()
+    this.draw()
+  }
+
+  /** Show the rule a "this session" / "always" answer would store, and ask to confirm it. */
+  private confirmRule(scope: "session" | "project"): void {
+    const st = this.state
+    if (st._tag !== "approval" || !st.request.proposal) return
+    const s = this.style
+    const rule: Approvals.Rule = { ...st.request.proposal, scope }
+    const answer: Approvals.Answer = { allow: true, scope, rule }
+    this.screen.print([
+      `  ${s.yellow("?")} ${
+        scope === "session"
+          ? "for the rest of this session, run without asking every call this rule matches:"
+          : "from now on, run without asking every call this rule matches (saved in .muse/permissions.json):"
+      }`,
+      `    ${s.bold(escapeUnsafe(Approvals.describeRule(rule), s))}`,
+      `    ${s.dim("stored as")} ${escapeUnsafe(stringifySafe(rule), s)}`
+    ])
+    st.choices = [
+      { key: "y", label: "yes, store this rule and run it", answer },
+      { key: "n", label: "no, back to the question", back: true }
+    ]
+    st.selected = 1
+    this.gate.arm()
     this.draw()
   }
 
@@ -592,13 +711,44 @@ class App {
         this.draw()
         return
       }
+      // a paste, or a key that came before the question could be read, never answers it
+      if (this.pasting) {
+        this.gate.dropped++
+        this.draw()
+        return
+      }
+      if (!this.gate.take()) {
+        this.draw()
+        return
+      }
       const pick = (c: Choice) => {
         if (c.withText) {
           st.text = c.withText
           this.editor.clear()
           return this.draw()
         }
+        if (c.expand) {
+          const rest = st.hidden
+          st.hidden = []
+          this.screen.print(rest)
+          st.choices = toolChoices(st.request, 0, this.alwaysOk)
+          st.selected = 0
+          this.gate.arm()
+          return this.draw()
+        }
+        if (c.confirm) return this.confirmRule(c.confirm)
+        if (c.back) {
+          st.choices = toolChoices(st.request, 0, this.alwaysOk)
+          st.selected = 0
+          this.gate.arm()
+          return this.draw()
+        }
         if (c.answer) this.answer(c.answer)
+      }
+      const back = st.choices.find((c) => c.back)
+      if (key.name === "escape" && back) {
+        pick(back)
+        return
       }
       if (key.name === "left") st.selected = (st.selected + st.choices.length - 1) % st.choices.length
       else if (key.name === "right" || key.name === "tab") st.selected = (st.selected + 1) % st.choices.length
@@ -661,47 +811,216 @@ const welcome = (app: App, prepared: Session.Prepared, session: string, resumed:
   const home = process.env.HOME
   const root = home && prepared.root.startsWith(home) ? `~${prepared.root.slice(home.length)}` : prepared.root
   return [
-    `${s.bold("muse")} ${s.dim(version())} · ${s.cyan(prepared.config.model)} · ${root}`,
+    `${s.bold("muse")} ${s.dim(version())} · ${s.cyan(escapeUnsafe(prepared.config.model, s))} · ${escapeUnsafe(root, s)}`,
     s.dim(
       `${resumed ? "resumed" : "session"} ${session} · approvals ${prepared.config.approvalMode} · crew ${prepared.config.crew ? "on" : "off"}`
     ),
     s.dim("Type a task, or /help. Ctrl-C cancels a turn, Ctrl-D exits."),
-    ...prepared.plugins.warnings.map((w) => s.yellow(`! ${w}`)),
+    ...prepared.notices.map((w) => s.yellow(`! ${escapeUnsafe(w, s)}`)),
+    ...prepared.plugins.warnings.map((w) => s.yellow(`! ${escapeUnsafe(w, s)}`)),
     ""
   ]
 }
+
+type KeyHandler = (str: string | undefined, key: Key) => void
+
+type TrustAnswer = "trust" | "once" | "no" | "quit"
+
+/**
+ * Ask once, before the session starts, whether the folder's own settings may take effect. The
+ * question lists what they set (escaped); the default is no; keys typed before it was drawn do
+ * not answer it.
+ */
+const askTrust = (
+  out: NodeJS.WriteStream,
+  style: Style,
+  decision: { readonly project: Trust.Project; readonly status: Trust.Status },
+  listen: (handler: KeyHandler) => void
+): Promise<TrustAnswer> =>
+  new Promise((resolve) => {
+    const s = style
+    const screen = new Screen(out, s)
+    const status = decision.status
+    screen.print([
+      status._tag === "changed"
+        ? `${s.yellow("?")} ${s.bold("This folder's own settings changed since you trusted it")} (${escapeUnsafe(status.changed.join(", "), s)}). Trust them again?`
+        : `${s.yellow("?")} ${s.bold("Trust this folder?")} ${escapeUnsafe(decision.project.root, s)}`,
+      s.dim("  If you trust it, its own files take effect:"),
+      ...Trust.describe(decision.project, s),
+      s.dim("  They can let the agent do more than your own settings do, such as run commands without asking."),
+      ...(status._tag === "untrusted" && status.problem ? [s.yellow(`  ! ${escapeUnsafe(status.problem, s)}`)] : [])
+    ])
+    const choices: ReadonlyArray<readonly [string, string, TrustAnswer]> = [
+      ["y", "yes, trust it", "trust"],
+      ["o", "only this session", "once"],
+      ["n", "no, my own settings only", "no"]
+    ]
+    let selected = 2
+    const gate = new Gate(() => draw())
+    const draw = () => {
+      if (!gate.armed) {
+        screen.setFooter([`${s.yellow("?")} ${s.dim("read the question above; the answer keys work in a moment")}`])
+        return
+      }
+      const opts = choices.map(([k, label], i) => (i === selected ? s.inverse(`[${k}] ${label}`) : `[${k}] ${label}`))
+      screen.setFooter([
+        `${s.yellow("?")} ${opts.join("  ")}`,
+        s.dim(
+          gate.dropped > 0
+            ? `${gate.dropped} key${gate.dropped === 1 ? "" : "s"} typed before the question ignored`
+            : "←/→ enter, or a letter · trusted folders are kept in ~/.config/muse/trusted.json"
+        )
+      ])
+    }
+    let pasting = false
+    const done = (answer: TrustAnswer) => {
+      gate.dispose()
+      screen.setFooter([])
+      const said =
+        answer === "trust"
+          ? s.green("  ⎿ trusted (muse asks again when these files change; undo: muse trust --revoke)")
+          : answer === "once"
+            ? s.green("  ⎿ trusted for this session")
+            : answer === "no"
+              ? s.dim("  ⎿ not trusted: this session uses your own settings only")
+              : s.dim("  ⎿ cancelled")
+      screen.print([said, ""])
+      resolve(answer)
+    }
+    listen((str, key) => {
+      if (key.name === "paste-start" || key.name === "paste-end") {
+        pasting = key.name === "paste-start"
+        return
+      }
+      if (key.ctrl && (key.name === "c" || key.name === "d")) return done("quit")
+      if (pasting || !gate.take()) return draw()
+      if (key.name === "left") selected = (selected + choices.length - 1) % choices.length
+      else if (key.name === "right" || key.name === "tab") selected = (selected + 1) % choices.length
+      else if (key.name === "return" || key.name === "enter") return done(choices[selected]![2])
+      else if (str) {
+        const c = choices.find(([k]) => k === str.toLowerCase())
+        if (c) return done(c[2])
+      }
+      draw()
+    })
+    gate.arm()
+    draw()
+  })
 
 /** Run the interactive UI until the user leaves; returns the exit code. */
 export const runInteractive = (options: InteractiveOptions): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
     const resuming = options.resume !== undefined
-    let session: string
-    let prepared: Session.Prepared
-    let past: ReadonlyArray<Event.Envelope> = []
-    if (options.resume) {
-      const dir = yield* Session.stateDirFor(options.flags, options.env)
-      session = options.resume.session ?? (yield* Session.latestSession(dir))
-      prepared = yield* Session.prepareResume(session, options.flags, options.env)
-      // the whole session, for the cost so far and the transcript's last lines
-      past = (yield* Session.readRecorded(session, prepared.stateDir)).events
-    } else {
-      session = EventLogFile.newSessionId()
-      prepared = yield* Session.prepareNew(options.flags, options.env, session)
-    }
-    const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
     const stdin = options.stdin
+    const style = styleFor(options.stdout)
+    // keys typed while muse starts are kept for the prompt; a question drawn meanwhile never takes them
+    const early: Array<[string | undefined, Key]> = []
+    let handler: KeyHandler = (str, key) => {
+      if (early.length < 4096) early.push([str, key])
+    }
+    const keys: Array<KeyHandler> = []
+    const onKey = (str: string | undefined, key: Key | undefined) => {
+      try {
+        ;(keys[keys.length - 1] ?? handler)(str, key ?? { sequence: str })
+      } catch (e) {
+        options.stdout.write(`internal error: ${escapeUnsafe((e as Error).message)}\r\n`)
+      }
+    }
     readline.emitKeypressEvents(stdin)
     stdin.setRawMode?.(true)
     stdin.resume()
     options.stdout.write("\x1b[?2004h")
-    const onKey = (str: string | undefined, key: Key | undefined) => {
-      try {
-        app.onKey(str, key ?? { sequence: str })
-      } catch (e) {
-        app.print([app.style.red(`internal error: ${(e as Error).message}`)])
+    stdin.on("keypress", onKey)
+    let restored = false
+    const restoreTerminal = Effect.sync(() => {
+      if (restored) return
+      restored = true
+      stdin.off("keypress", onKey)
+      stdin.setRawMode?.(false)
+      stdin.pause()
+      options.stdout.write("\x1b[?2004l\x1b[?25h")
+    })
+
+    // the folder's own settings: asked about once, before they could take effect
+    let trustState:
+      | {
+          readonly decision: Session.TrustDecision
+          readonly recorded: boolean
+          readonly rulesAtStart: ReadonlyArray<unknown>
+        }
+      | undefined
+    let quit = false
+    const decide: Session.Decide = (root) =>
+      Effect.gen(function* () {
+        const { project, status } = Session.projectTrust(root, options.env)
+        let trusted = status._tag === "trusted"
+        let recorded = trusted
+        if (!trusted && status._tag !== "nothing") {
+          if (options.flags.trust) trusted = true
+          else {
+            const answer = yield* Effect.promise(() =>
+              askTrust(options.stdout, style, { project, status }, (h) => keys.push(h))
+            )
+            keys.pop()
+            if (answer === "quit") quit = true
+            if (answer === "trust") {
+              yield* Trust.record(project, options.env.env)
+              recorded = true
+            }
+            trusted = answer === "trust" || answer === "once"
+          }
+        }
+        const rulesAtStart = trusted
+          ? yield* SessionRuntime.loadProjectRules(root).pipe(Effect.orElseSucceed(() => []))
+          : []
+        const decision = { project, status, trusted }
+        trustState = { decision, recorded, rulesAtStart }
+        return decision
+      })
+
+    const started = yield* Effect.either(
+      Effect.gen(function* () {
+        if (options.resume) {
+          const dir = yield* Session.stateDirFor(options.flags, options.env)
+          const session = options.resume.session ?? (yield* Session.latestSession(dir))
+          const prepared = yield* Session.prepareResume(session, options.flags, options.env, decide)
+          // the whole session, for the cost so far and the transcript's last lines
+          const past = (yield* Session.readRecorded(session, prepared.stateDir)).events
+          return { session, prepared: prepared as Session.Prepared, past }
+        }
+        const session = EventLogFile.newSessionId()
+        const prepared = yield* Session.prepareNew(options.flags, options.env, session, "", decide)
+        return { session, prepared, past: [] as ReadonlyArray<Event.Envelope> }
+      })
+    )
+    if (started._tag === "Left" || quit) {
+      yield* restoreTerminal
+      if (started._tag === "Left") return yield* Effect.fail(started.left)
+      return ExitCode.Interrupted
+    }
+    const { session, prepared, past } = started.right
+    /** Rules the user saved with "yes, always" in this session (what core stores for such an answer). */
+    const savedRules: Array<unknown> = []
+    const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
+    handler = (str, key) => app.onKey(str, key)
+    for (const [str, key] of early.splice(0)) app.onKey(str, key)
+    if (trustState) {
+      const t = trustState
+      const nothing = t.decision.status._tag === "nothing"
+      app.alwaysOk = t.decision.trusted || nothing
+      if (t.recorded || nothing) {
+        const baseline = nothing ? {} : Trust.fingerprint(t.decision.project)
+        app.onAlwaysSaved = () => {
+          Trust.acceptSavedRules({
+            root: t.decision.project.root,
+            baseline,
+            rulesAtStart: t.rulesAtStart,
+            saved: savedRules,
+            env: options.env.env
+          })
+        }
       }
     }
-    stdin.on("keypress", onKey)
     const onResize = () => app.screen.redraw()
     options.stdout.on("resize", onResize)
     const onSigint = () => app.onKey(undefined, { name: "c", ctrl: true })
@@ -735,7 +1054,14 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       prompter: {
         ask: (request) =>
           Effect.async<Approvals.Answer>((resume) => {
-            app.askApproval(request, (a) => resume(Effect.succeed(a)))
+            app.askApproval(request, (a) => {
+              if (a.allow && a.scope === "project") {
+                // what the answer stores: the confirmed rule (or, where a store keeps the call's summary, that)
+                if (a.rule) savedRules.push({ ...a.rule, scope: "project" })
+                savedRules.push({ tool: request.tool, pattern: request.summary, action: "allow", scope: "project" })
+              }
+              resume(Effect.succeed(a))
+            })
             return Effect.sync(() => {
               if (app.state._tag === "approval") app.state = { _tag: "busy" }
             })
@@ -746,9 +1072,13 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       onEvent: (e) => Effect.sync(() => app.onEvent(e)),
       onResume: (info) =>
         Effect.sync(() => {
-          if (info.ignored) app.print([`checkpoint not used (${info.ignored}); replaying the whole log`])
+          if (info.ignored)
+            app.print([`checkpoint not used (${escapeUnsafe(info.ignored, app.style)}); replaying the whole log`])
         }),
-      output: (text) => Effect.sync(() => app.print([...text.replace(/\n$/, "").split("\n"), ""]))
+      output: (text) =>
+        Effect.sync(() =>
+          app.print([...escapeUnsafe(text.replace(/\n$/, ""), app.style, { newlines: true }).split("\n"), ""])
+        )
     }
     const services = (events: ReadonlyArray<Event.Envelope>): SessionRuntime.Services => ({
       languageModel: prepared.languageModel,
@@ -803,15 +1133,13 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       }
       break
     }
-    stdin.off("keypress", onKey)
     options.stdout.off("resize", onResize)
     process.off("SIGINT", onSigint)
-    stdin.setRawMode?.(false)
-    stdin.pause()
-    options.stdout.write("\x1b[?2004l")
+    app.gate.dispose()
+    yield* restoreTerminal
     const s = app.style
     app.close([
-      ...(failure ? [s.red(`muse: ${failure}`)] : []),
+      ...(failure ? [s.red(`muse: ${escapeUnsafe(failure, s)}`)] : []),
       s.dim(`${app.totals.describe()} · session ${session}`),
       s.dim(`continue it with: muse resume ${session}`)
     ])

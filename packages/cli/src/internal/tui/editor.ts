@@ -2,7 +2,7 @@
  * A one-line input editor: cursor movement, history, word deletion and tab completion. The view
  * scrolls sideways when the text is wider than the screen.
  */
-import { width } from "../ansi.js"
+import { hasUnsafe, width } from "../ansi.js"
 
 export interface Key {
   readonly name?: string | undefined
@@ -117,7 +117,8 @@ export class Editor {
         return { _tag: "none" }
     }
     if (str && !key.ctrl && !key.meta) {
-      const clean = [...str.replace(/\r\n?|\n/g, " ")].filter((c) => c >= " " && c !== "\x7f")
+      // controls, bidi overrides and invisible characters (say, in pasted text) are not taken into the line
+      const clean = [...str.replace(/\r\n?|\n/g, " ")].filter((c) => !hasUnsafe(c))
       if (clean.length > 0) {
         this.chars.splice(this.pos, 0, ...clean)
         this.pos += clean.length

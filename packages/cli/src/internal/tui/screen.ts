@@ -2,9 +2,17 @@
  * A scrolling screen with a live footer: finished lines go into the terminal's scrollback as
  * ordinary output, and a few footer lines at the bottom (streamed text in progress, spinner,
  * prompt, status) are redrawn in place. Every line is wrapped narrower than the terminal, so the
- * footer's height is known exactly and redrawing never leaves debris.
+ * footer's height is known exactly and redrawing never leaves debris. Every line passes
+ * `terminalSafe` first: only muse's own colors reach the terminal as escape sequences.
+ *
+ * @example
+ * ```ts
+ * const screen = new Screen(process.stdout)
+ * screen.print(["● $ npm test"])
+ * screen.setFooter(["⠋ thinking · 2.1s", "model · auto-edit"])
+ * ```
  */
-import { width, wrap, wrapLine } from "../ansi.js"
+import { plain, type Style, terminalSafe, width, wrap, wrapLine } from "../ansi.js"
 
 export interface Output {
   readonly write: (s: string) => boolean
@@ -26,7 +34,10 @@ export class Screen {
   private drawn = 0
   private closed = false
 
-  constructor(private readonly out: Output) {}
+  constructor(
+    private readonly out: Output,
+    private readonly style: Style = plain
+  ) {}
 
   get columns(): number {
     return Math.max(20, this.out.columns || 80)
@@ -50,7 +61,8 @@ export class Screen {
   print(lines: ReadonlyArray<string>): void {
     const wrapped: Array<string> = []
     for (const l of lines)
-      for (const part of l.split("\n")) wrapped.push(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
+      for (const part of terminalSafe(l, this.style).split("\n"))
+        wrapped.push(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
     this.render(wrapped)
   }
 
@@ -59,7 +71,9 @@ export class Screen {
     const out: Array<string> = []
     let cur: Cursor | undefined
     lines.forEach((l, i) => {
-      const parts = wrapLine(l, this.lineWidth)
+      const parts = terminalSafe(l, this.style)
+        .split("\n")
+        .flatMap((p) => wrapLine(p, this.lineWidth))
       if (cursor && cursor.row === i) {
         const lineIdx = Math.min(parts.length - 1, Math.floor(cursor.col / this.lineWidth))
         cur = { row: out.length + lineIdx, col: cursor.col - lineIdx * this.lineWidth }
