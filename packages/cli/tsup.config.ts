@@ -30,9 +30,10 @@ export default defineConfig({
   platform: "node",
   // Everything is bundled (one parse instead of hundreds of module files: about half the start-up
   // time) except what must stay a real module: picomatch (loaded with createRequire by
-  // @musekit/node) and the Anthropic tokenizer (it reads a .wasm file beside itself).
-  noExternal: [/^(?!(@anthropic-ai\/tokenizer|picomatch)(\/|$))/],
-  external: ["@anthropic-ai/tokenizer", "picomatch"],
+  // @musekit/node), and the Anthropic tokenizer and web-tree-sitter (they read a .wasm file beside
+  // themselves; the bash grammar's .wasm is found with require.resolve).
+  noExternal: [/^(?!(@anthropic-ai\/tokenizer|picomatch|web-tree-sitter|tree-sitter-bash)(\/|$))/],
+  external: ["@anthropic-ai/tokenizer", "picomatch", "web-tree-sitter", "tree-sitter-bash"],
   banner: {
     js: 'import { createRequire as __museRequire } from "node:module"; const require = __museRequire(import.meta.url);'
   },

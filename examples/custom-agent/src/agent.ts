@@ -12,7 +12,7 @@
 import type { LanguageModel } from "@effect/ai"
 import { Agent, Approvals, Model, Plugin, Session } from "@musekit/core"
 import { ModelInfo, Models } from "@musekit/models"
-import { CodingTools, EventLogFile, WorkspaceNode } from "@musekit/node"
+import { CodingTools, EventLogFile, ShellParser, WorkspaceNode } from "@musekit/node"
 import { CompactionPlugin } from "@musekit/plugin-compaction"
 import { Effect, Layer } from "effect"
 
@@ -36,7 +36,9 @@ export const runAgent = (options: Options) => {
     WorkspaceNode.layer(options.dir).pipe(Layer.orDie),
     Approvals.layer({
       mode: "auto-edit",
-      rules: [{ tool: "run_shell", pattern: "npm test*", action: "allow", scope: "session" }]
+      rules: [{ tool: "run_shell", pattern: "npm test*", action: "allow", scope: "session" }],
+      // rules match the parsed command, so `npm test; rm -rf ~` is not let through
+      shell: ShellParser.parser
     }),
     Approvals.layerPrompterDeny,
     Plugin.layer([CompactionPlugin.make({ contextWindow: (m) => ModelInfo.contextWindow(m) })])

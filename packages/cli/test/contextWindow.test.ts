@@ -104,7 +104,10 @@ describe("context window of a model muse does not know", () => {
       path.join(cwd, ".muse", "config.json"),
       JSON.stringify({ models: { "mystery-model": { contextWindow: 400_000 } } })
     )
-    const proj = await run(sb, [], cwd)
+    // a project's own config takes effect only in a trusted folder
+    const untrusted = await run(sb, [], cwd)
+    expect(startedConfig(sb, untrusted.result.session).contextWindow).toBe(250_000)
+    const proj = await run(sb, ["--trust"], cwd)
     expect(proj.exit.code, proj.stderr).toBe(0)
     expect(startedConfig(sb, proj.result.session).contextWindow).toBe(400_000)
 
@@ -112,7 +115,7 @@ describe("context window of a model muse does not know", () => {
       path.join(cwd, ".muse", "config.json"),
       JSON.stringify({ models: { "mystery-model": { contextWindow: "large" } } })
     )
-    const bad = await run(sb, [], cwd)
+    const bad = await run(sb, ["--trust"], cwd)
     expect(bad.exit.code).toBe(2)
     expect(bad.stderr).toContain('field "models')
   }, 300_000)

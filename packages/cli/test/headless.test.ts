@@ -97,8 +97,8 @@ describe("muse run", () => {
     const answered = lines.find((l) => l.kind === "event" && l.event.type === "approval.answered")
     expect(answered.event.data.allow).toBe(false)
     expect(answered.event.data.reason).toContain("no one can answer in a headless run")
-    // the flag to use is named (with the rule the approvals would propose, never a glob of the command text)
-    expect(answered.event.data.reason).toMatch(/--allow\b/)
+    // the flag to use is named, with the rule the approvals propose (argv words, never a glob of the command text)
+    expect(answered.event.data.reason).toContain('--allow "run_shell:npm test *"')
     expect(lines.some((l) => l.kind === "notice" && /denied run_shell/.test(l.text))).toBe(true)
     // the model saw the denial and finished anyway
     expect(r.code).toBe(0)

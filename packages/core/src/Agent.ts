@@ -205,14 +205,21 @@ export const make = (
     const record = (type: string, data: unknown, parent: string | null = null, durable = true) =>
       rec.append({ agent: agentName, type, data, parent }, undefined, { durable })
 
+    /** A path a tool names, normalized and relative to the workspace root (absolute when outside it). */
+    const lexical = (p: string) =>
+      Workspace.relativeTo(workspace.root, Workspace.normalize(p.startsWith("/") ? p : `${workspace.root}/${p}`))
+
     /** Decide whether a tool call may run; records the decision (and the question, if one was asked). */
     const approve = (def: Tools.Definition, params: unknown, callId: string, ctx: Tools.CallContext) =>
       Effect.gen(function* () {
+        const paths = def.paths(params).map(lexical)
         const request: Approvals.Request = {
           agent: agentName,
           tool: def.name,
           effect: def.effect,
-          summary: def.summarize(params)
+          summary: def.summarize(params),
+          ...(def.command ? { command: def.command(params) } : {}),
+          ...(paths.length > 0 ? { paths } : {})
         }
         const auto = yield* approvals.check(request)
         if (auto) {
@@ -230,23 +237,62 @@ export const make = (
           observe: def.preview
             ? Effect.map(def.preview(params, ctx), (preview) => ({ preview: preview ?? null }))
             : undefined,
-          run: (intent) => {
-            const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
-            return prompter.ask({ ...request, preview: preview ?? undefined })
-          },
+          run: (intent) =>
+            Effect.gen(function* () {
+              const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
+              const shown = approvals.propose ? yield* approvals.propose(request) : undefined
+              return yield* prompter.ask({
+                ...request,
+                preview: preview ?? undefined,
+                ...(shown?.proposal ? { proposal: shown.proposal } : {}),
+                ...(shown && shown.warnings.length > 0 ? { warnings: shown.warnings } : {})
+              })
+            }),
           outcome: (a) => ({
             type: "approval.answered",
-            data: { callId, allow: a.allow, scope: a.scope, reason: a.reason ?? null }
+            data: {
+              callId,
+              allow: a.allow,
+              scope: a.scope,
+              reason: a.reason ?? null,
+              // the rule the person confirmed (null: none); once-answers store none and say nothing
+              ...(a.scope === "once" ? {} : { rule: a.rule ?? null })
+            }
           }),
           outcomeTypes: ["approval.answered"],
           fromOutcome: (e) => {
             const d = e.data as any
-            return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined }
+            const rule: Approvals.Rule | undefined =
+              d.rule ??
+              // logs written before answers carried their rule stored the call's summary as the pattern
+              (d.scope !== "once" && !("rule" in d)
+                ? { tool: def.name, pattern: request.summary, action: d.allow ? "allow" : "deny", scope: d.scope }
+                : undefined)
+            return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined, ...(rule ? { rule } : {}) }
           }
         })
         const decision = yield* approvals.remember(request, answer)
         yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...decision })
         return decision
+      })
+
+    /**
+     * Why a write must not run although it was approved: a path it names leads (through a symlink,
+     * or another spelling of the same file) to a protected path that the approval did not name.
+     */
+    const aliasRefusal = (named: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const real = workspace.real
+        if (!real) return undefined
+        for (const p of named) {
+          const rel = lexical(p)
+          if (Approvals.protectedRisk(rel) !== undefined) continue
+          const target = yield* Effect.orElseSucceed(real(p), () => undefined)
+          if (target !== undefined && target !== rel && Approvals.protectedRisk(target) !== undefined) {
+            return `refused: ${p} leads to ${target}, a protected path (${Approvals.protectedRisk(target)!.replace(/^writes [^:]*: /, "")}). Nothing was written; name ${target} itself so that the user is asked.`
+          }
+        }
+        return undefined
       })
 
     /** Content hashes of files a write tool will touch, with their bytes kept in the blob store. */
@@ -464,20 +510,21 @@ export const make = (
           },
           observe: paths.length > 0 || def.observe ? observeCall(def, params, ctx, paths) : undefined,
           run: () =>
-            def
-              .handler(params, ctx)
-              .pipe(
-                Effect.map((r) => resultOf(false, r)),
-                Effect.catchAll((e) =>
-                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
-                ),
-                Effect.catchAllDefect((d) =>
-                  Effect.succeed(
-                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+            Effect.flatMap(aliasRefusal(paths), (refusal) =>
+              refusal !== undefined
+                ? Effect.succeed(resultOf(true, { error: refusal }))
+                : def.handler(params, ctx).pipe(
+                    Effect.map((r) => resultOf(false, r)),
+                    Effect.catchAll((e) =>
+                      Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                    ),
+                    Effect.catchAllDefect((d) =>
+                      Effect.succeed(
+                        resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+                      )
+                    )
                   )
-                )
-              )
-              .pipe(Effect.flatMap(store)),
+            ).pipe(Effect.flatMap(store)),
           outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
           outcomeTypes: ["tool.completed"],
           fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),

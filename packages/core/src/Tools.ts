@@ -78,8 +78,16 @@ export interface Definition<P = any, S = any> {
   readonly handler: (params: P, ctx: CallContext) => Effect.Effect<S, ToolError>
   /** One line for approval prompts and the UI, e.g. the exact command. */
   readonly summarize: (params: P) => string
-  /** Workspace-relative paths a write tool will touch (fingerprinted before it runs). */
+  /**
+   * Workspace paths the call names: a write tool's are fingerprinted before it runs; approval rules
+   * match them, and a write to a protected path (`.git`, `.muse`, `.claude`) always asks.
+   */
   readonly paths: (params: P) => ReadonlyArray<string>
+  /**
+   * The shell command the call runs, for tools that run one: approval rules then match its argv
+   * words after parsing, never the text (see `Shell`).
+   */
+  readonly command?: ((params: P) => string) | undefined
   /** A preview for approval prompts, e.g. a diff. */
   readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
   /**
@@ -113,6 +121,7 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly handler: (params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<S, ToolError>
   readonly summarize?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly paths?: ((params: Schema.Struct.Type<F>) => ReadonlyArray<string>) | undefined
+  readonly command?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly preview?:
     | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
     | undefined
@@ -155,6 +164,7 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     handler: options.handler,
     summarize: options.summarize ?? ((p) => `${options.name} ${JSON.stringify(p)}`),
     paths: options.paths ?? (() => []),
+    command: options.command,
     preview: options.preview,
     observe: options.observe,
     settle: options.settle,

@@ -42,6 +42,11 @@ export interface Service {
   readonly read: (path: string) => Effect.Effect<Uint8Array | null, PathEscape>
   /** Put a file back to given bytes, or remove it for `null`; `false` when that failed (used to settle an interrupted write). */
   readonly restore: (path: string, bytes: Uint8Array | null) => Effect.Effect<boolean, PathEscape>
+  /**
+   * The workspace-relative path a write to `path` lands on: symlinks followed (dangling ones too),
+   * names as the file system stores them. Lets approvals see that `link/config` is `.git/config`.
+   */
+  readonly real?: ((path: string) => Effect.Effect<string, PathEscape>) | undefined
   /** Remove what an interrupted write of these paths may have left behind (temporary files). */
   readonly discardPartial?: ((paths: ReadonlyArray<string>) => Effect.Effect<void>) | undefined
 }

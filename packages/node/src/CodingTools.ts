@@ -325,6 +325,7 @@ export const readFile = (options: Options = {}): Tools.Definition => {
         Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "Number of lines to read" })
       )
     },
+    paths: ({ path }) => [path],
     summarize: ({ path, offset, limit }) =>
       `read_file ${path}${offset !== undefined || limit !== undefined ? ` lines ${offset ?? 1}-${limit !== undefined ? (offset ?? 1) + limit - 1 : "end"}` : ""}`,
     handler: ({ path, offset, limit }, ctx) =>
@@ -544,6 +545,7 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
       )
     },
     summarize: ({ path, pattern }) => `list_files ${path ?? "."}${pattern ? ` ${pattern}` : ""}`,
+    paths: ({ path }) => [path ?? "."],
     handler: ({ path, pattern, limit }, ctx) =>
       Effect.gen(function* () {
         const abs = yield* resolveIn(ctx, path ?? ".")
@@ -604,6 +606,7 @@ export const grep = (options: Options = {}): Tools.Definition => {
         Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({ description: "Most matches to return" })
       )
     },
+    paths: ({ path }) => [path ?? "."],
     summarize: ({ pattern, path, glob }) =>
       `grep ${JSON.stringify(pattern)} in ${path ?? "."}${glob ? ` (${glob})` : ""}`,
     handler: ({ pattern, path, glob, ignore_case, limit }, ctx) =>
@@ -664,6 +667,7 @@ export const runShell = (options: Options = {}): Tools.Definition => {
       )
     },
     summarize: ({ command }) => command,
+    command: ({ command }) => command,
     handler: ({ command, timeout_ms }, ctx) =>
       Effect.gen(function* () {
         const timeoutMs = Math.min(timeout_ms ?? defTimeout, maxTimeout)

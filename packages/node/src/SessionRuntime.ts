@@ -37,6 +37,7 @@ import {
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as CodingTools from "./CodingTools.js"
 import * as EventLogFile from "./EventLogFile.js"
+import * as ShellParser from "./ShellParser.js"
 import * as WorkspaceNode from "./WorkspaceNode.js"
 
 /** Everything that decides how a session behaves; recorded in `session.started` so replay uses the same. */
@@ -367,7 +368,8 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     Approvals.layer({
       mode: cfg.approvalMode,
       rules: cfg.rules,
-      persist: options.replaying ? undefined : persistRule(cfg.root)
+      persist: options.replaying ? undefined : persistRule(cfg.root),
+      shell: ShellParser.parser
     }),
     workspace,
     Layer.succeed(Tools.Tools, Tools.fromList(tools)),
@@ -608,7 +610,7 @@ const replayLayer = (cfg: Config, io: Io, services: Services) =>
   Layer.mergeAll(
     Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
     Layer.succeed(Approvals.Prompter, io.prompter),
-    Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules }),
+    Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules, shell: ShellParser.parser }),
     Workspace.layerLexical(cfg.root),
     Layer.succeed(Tools.Tools, Tools.fromList(services.tools ?? CodingTools.make(services.toolOptions))),
     Plugin.layer(services.plugins ?? [])

@@ -85,6 +85,26 @@ export const symlinkEscape = (realRoot: string, abs: string, depth = 0): string 
   return symlinkEscape(realRoot, target, depth + 1)
 }
 
+/**
+ * Where a write to `abs` lands: its real path, or for a path that does not exist yet, the real path
+ * of its nearest existing ancestor with the rest appended; a dangling symlink is followed.
+ */
+export const landingPath = (abs: string, depth = 0): string => {
+  try {
+    return fs.realpathSync.native(abs)
+  } catch {}
+  if (depth <= MAX_LINK_DEPTH) {
+    try {
+      if (fs.lstatSync(abs).isSymbolicLink()) {
+        const target = path.resolve(landingPath(path.dirname(abs), depth), fs.readlinkSync(abs))
+        return landingPath(target, depth + 1)
+      }
+    } catch {}
+  }
+  const parent = path.dirname(abs)
+  return parent === abs ? abs : path.join(landingPath(parent, depth), path.basename(abs))
+}
+
 const sha256 = (data: string | Buffer) => createHash("sha256").update(data).digest("hex")
 
 const hashPath = (abs: string): string | null => {
@@ -181,6 +201,9 @@ export const make = (root: string): Effect.Effect<Workspace.Service, InvalidRoot
         })
       )
 
+    const real = (p: string) =>
+      Effect.map(resolve(p), (abs) => Workspace.relativeTo(realRoot, Workspace.normalize(landingPath(abs))))
+
     const discardPartial = (paths: ReadonlyArray<string>) =>
       Effect.forEach(
         paths,
@@ -192,7 +215,16 @@ export const make = (root: string): Effect.Effect<Workspace.Service, InvalidRoot
         { discard: true }
       )
 
-    return { root: realRoot, resolve, relative, fingerprint, read, restore, discardPartial } satisfies Workspace.Service
+    return {
+      root: realRoot,
+      resolve,
+      relative,
+      fingerprint,
+      read,
+      restore,
+      real,
+      discardPartial
+    } satisfies Workspace.Service
   })
 
 /** `Workspace` rooted at `root` (its real path). */

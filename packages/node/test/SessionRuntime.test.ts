@@ -31,7 +31,8 @@ const run = (root: string, dir: string, session: string, answer: Approvals.Answe
           ask: (r) =>
             Effect.sync(() => {
               asked.push(r.summary)
-              return answer
+              // a session/always answer confirms the rule the question proposed
+              return answer.scope === "once" ? answer : { ...answer, rule: r.proposal }
             })
         }
       },

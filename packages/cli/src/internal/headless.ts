@@ -47,11 +47,14 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
       }
       // the suggestion is the rule a person would be offered, never a pattern made from the command text
       const rule = request.proposal
-      const suggestion =
+      const warnings = request.warnings ?? []
+      const how =
         rule && rule.action === "allow"
-          ? `--allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}"`
-          : "an --allow rule"
-      const reason = `no one can answer in a headless run; allow it with ${suggestion} or a more permissive --approval-mode`
+          ? `allow it with --allow "${rule.tool}${rule.pattern === undefined ? "" : `:${rule.pattern}`}" or a more permissive --approval-mode`
+          : warnings.length > 0
+            ? `no rule can allow it (${warnings.join("; ")})`
+            : "allow it with an --allow rule or a more permissive --approval-mode"
+      const reason = `no one can answer in a headless run; ${how}`
       // the whole call is named (the note is escaped where it is shown)
       note(
         `denied ${request.tool} (${request.tool === "run_shell" ? `$ ${request.summary}` : request.summary}): ${reason}`

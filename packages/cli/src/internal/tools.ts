@@ -9,7 +9,7 @@
 
 import * as path from "node:path"
 import { Approvals, type Event, Model, Plugin, Session, Tools, Workspace } from "@musekit/core"
-import { CodingTools, EventLogFile, SessionRuntime } from "@musekit/node"
+import { CodingTools, EventLogFile, SessionRuntime, ShellParser } from "@musekit/node"
 import { Effect, Layer, Option } from "effect"
 
 const key = (agent: string, callId: string) => `${agent}\u0000${callId}`
@@ -57,7 +57,7 @@ export const replay = (options: {
     const layer = Layer.mergeAll(
       Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
       Layer.succeed(Approvals.Prompter, io.prompter),
-      Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules }),
+      Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules, shell: ShellParser.parser }),
       Workspace.layerLexical(cfg.root),
       Layer.succeed(Tools.Tools, Tools.fromList(make(options.events))),
       Plugin.layer(options.plugins)

@@ -591,6 +591,8 @@ export class App {
           : `${s.yellow("?")} ${who}wants to ${verb}: ${s.bold(Render.toolTitle(request.tool, request.summary, s))}`
     const body: Array<string> = []
     if (multiLine) body.push(...Render.commandLines(request.summary, s).map((l) => `  ${s.bold(l)}`))
+    // why it asks although a rule or the mode might let it run (a protected path, what no rule covers)
+    for (const w of request.warnings ?? []) body.push(`  ${s.yellow("!")} ${escapeUnsafe(w, s)}`)
     if (request.preview) {
       body.push(
         ...(request.tool === "/plan"
