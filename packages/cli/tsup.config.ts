@@ -16,7 +16,8 @@ const alias: Record<string, string> = {
   "@musekit/plugin-skills": here("../../plugins/skills/src/index.ts"),
   "@musekit/plugin-compaction": here("../../plugins/compaction/src/index.ts"),
   "@musekit/plugin-video": here("../../plugins/video/src/index.ts"),
-  "@musekit/plugin-worktree": here("../../plugins/worktree/src/index.ts")
+  "@musekit/plugin-worktree": here("../../plugins/worktree/src/index.ts"),
+  "@musekit/plugin-mcp": here("../../plugins/mcp/src/index.ts")
 }
 
 export default defineConfig({

@@ -196,6 +196,42 @@ describe("muse resume, replay, sessions, log", () => {
     expect(v.stderr).toContain(`verified: ${full.length} of ${full.length} events replayed exactly`)
   })
 
+  it("a task whose results force compactions: the scripted model keeps its place, each step runs once", () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    // 12 files of ~40 KB: each read is cut to a tenth of the scripted model's 32k window, and
+    // together they pass the compaction trigger several times over
+    for (let i = 0; i < 12; i++)
+      fs.writeFileSync(path.join(repo, `part${i}.txt`), `${`part ${i} line of text to read\n`.repeat(1300)}`)
+    const steps = [
+      // long replies: they cannot be masked like tool outputs, so older turns get folded into a summary
+      ...Array.from({ length: 12 }, (_, i) => ({
+        text: `Reading part ${i}. ${"Notes on what the earlier parts said. ".repeat(300)}`,
+        tools: [{ name: "read_file", params: { path: `part${i}.txt` } }]
+      })),
+      { text: "Read all twelve parts." }
+    ]
+    const script = writeScript(sb, "long", { replies: [{ when: "read the parts", steps }] })
+    const r = muse(
+      ["run", "read the parts", "--script", script, "--approval-mode", "auto", "--output-format", "json"],
+      {
+        sb,
+        cwd: repo
+      }
+    )
+    expect(r.code).toBe(0)
+    const out = JSON.parse(r.stdout)
+    expect(out).toMatchObject({ status: "completed", text: "Read all twelve parts." })
+    const events = readLog(sb, out.session)
+    const compactions = events.filter((e) => e.type === "context.compacted")
+    expect(compactions.some((e) => e.data.summarized > 0)).toBe(true)
+    const reads = events.filter((e) => e.type === "tool.started").map((e) => e.data.params.path)
+    expect(reads).toEqual(Array.from({ length: 12 }, (_, i) => `part${i}.txt`))
+    const v = muse(["replay", out.session, "--verify"], { sb, cwd: repo })
+    expect(v.code).toBe(0)
+    expect(v.stderr).toContain(`verified: ${events.length} of ${events.length} events replayed exactly`)
+  })
+
   it("replay prints a transcript; --verify names the first divergent seq of a tampered log", () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)

@@ -186,6 +186,8 @@ export const make = (
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
     const agentName = config.name
     const inlineLimit = config.inlineResultBytes ?? 32 * 1024
+    // what one tool result may show the model (the whole result is in the log either way)
+    const resultBudget = model.contextWindow !== undefined ? Tools.resultBudget(model.contextWindow) : undefined
 
     const allTools = [...registry.list, ...plugins.tools, ...(config.extraTools ?? [])]
     const filtered =
@@ -733,7 +735,7 @@ export const make = (
               id: call.id,
               name: call.name,
               isFailure: r.isFailure,
-              result: r.result as any,
+              result: (resultBudget ? Tools.fitResult(tools.get(call.name), r.result, resultBudget) : r.result) as any,
               providerExecuted: false
             })
           }

@@ -119,6 +119,11 @@ export interface Result {
 export interface Service {
   /** The `provider/model` name recorded with each request. */
   readonly name: string
+  /**
+   * The model's context window in tokens, when known. The agent loop sizes what each tool result
+   * shows the model to a tenth of it (`Tools.resultBudget`); unknown, results reach the model whole.
+   */
+  readonly contextWindow?: number | undefined
   readonly generate: (
     request: Request,
     options?: GenerateOptions
@@ -247,8 +252,16 @@ const toProviderPrompt = (
     return Prompt.fromMessages(out)
   })
 
+export interface MakeOptions {
+  /** The model's context window in tokens (see `Service.contextWindow`). */
+  readonly contextWindow?: number | undefined
+}
+
 /** Build the service over a `LanguageModel`; recording goes through `Recorder`. */
-export const make = (name: string): Effect.Effect<Service, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
+export const make = (
+  name: string,
+  options: MakeOptions = {}
+): Effect.Effect<Service, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
   Effect.gen(function* () {
     const lm = yield* LanguageModel.LanguageModel
     const rec = yield* Recorder.Recorder
@@ -443,12 +456,20 @@ export const make = (name: string): Effect.Effect<Service, never, LanguageModel.
         })
     }
 
-    return { name, generate, checkpoint } satisfies Service
+    return {
+      name,
+      generate,
+      checkpoint,
+      ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {})
+    } satisfies Service
   })
 
 /** The recorded model over a `LanguageModel` layer in context. */
-export const layer = (name: string): Layer.Layer<Model, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
-  Layer.effect(Model, make(name))
+export const layer = (
+  name: string,
+  options: MakeOptions = {}
+): Layer.Layer<Model, never, LanguageModel.LanguageModel | Recorder.Recorder> =>
+  Layer.effect(Model, make(name, options))
 
 /** A `LanguageModel` that fails the program if it is ever called (replay must not call a model). */
 export const layerLanguageModelForbidden: Layer.Layer<LanguageModel.LanguageModel> = Layer.effect(

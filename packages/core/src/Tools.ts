@@ -110,6 +110,12 @@ export interface Definition<P = any, S = any> {
    * again on replay and its result is checked against the log instead of served from it.
    */
   readonly internal: boolean
+  /**
+   * What the model sees of a result larger than its budget (e.g. the first matches, with how many
+   * there are in all and how to narrow the call). The whole result stays in the log. Without it,
+   * or when its answer is still too large, `fitResult` cuts the result generically.
+   */
+  readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
 }
 
 export interface MakeOptions<F extends Schema.Struct.Fields, S> {
@@ -130,6 +136,7 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
     | ((params: Schema.Struct.Type<F>, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>)
     | undefined
   readonly internal?: boolean | undefined
+  readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
 }
 
 /** Names some providers reserve for their own built-in tools; a user tool must not use them. */
@@ -143,15 +150,19 @@ export const reservedNames: ReadonlySet<string> = new Set([
   "text_editor"
 ])
 
+const checkName = (name: string) => {
+  if (reservedNames.has(name)) {
+    throw new Error(`tool name "${name}" is reserved by a model provider; choose another name`)
+  }
+  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(name)) {
+    throw new Error(`tool name "${name}" must match [a-zA-Z0-9_-]{1,64}`)
+  }
+}
+
 export const make = <const F extends Schema.Struct.Fields, S>(
   options: MakeOptions<F, S>
 ): Definition<Schema.Struct.Type<F>, S> => {
-  if (reservedNames.has(options.name)) {
-    throw new Error(`tool name "${options.name}" is reserved by a model provider; choose another name`)
-  }
-  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(options.name)) {
-    throw new Error(`tool name "${options.name}" must match [a-zA-Z0-9_-]{1,64}`)
-  }
+  checkName(options.name)
   const parametersSchema = Schema.Struct(options.parameters)
   const jsonSchema = Tool.getJsonSchemaFromSchemaAst(parametersSchema.ast)
   return {
@@ -168,6 +179,67 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     preview: options.preview,
     observe: options.observe,
     settle: options.settle,
+    internal: options.internal ?? false,
+    fit: options.fit
+  }
+}
+
+/** Arguments of a tool described by a JSON schema: an object of any members. */
+export type JsonArguments = { readonly [key: string]: unknown }
+
+export interface FromJsonSchemaOptions<S>
+  extends Omit<MakeOptions<{}, S>, "parameters" | "handler" | "summarize" | "paths" | "preview" | "command"> {
+  /** The parameters as a JSON schema (of an object), shown to the model as it is. */
+  readonly jsonSchema: object
+  /**
+   * Checks arguments against `jsonSchema` (with a JSON Schema validator of the caller's choice):
+   * `undefined` when they fit, else what is wrong, for the model to read.
+   */
+  readonly validate: (params: JsonArguments) => string | undefined
+  readonly handler: (params: JsonArguments, ctx: CallContext) => Effect.Effect<S, ToolError>
+  readonly summarize?: ((params: JsonArguments) => string) | undefined
+  readonly paths?: ((params: JsonArguments) => ReadonlyArray<string>) | undefined
+  readonly preview?: ((params: JsonArguments, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  readonly command?: ((params: JsonArguments) => string) | undefined
+}
+
+/**
+ * A tool whose parameters come as a JSON schema rather than an `effect/Schema` (tools of an MCP
+ * server, say). The agent loop checks a call's arguments with `validate` before approvals, like
+ * any tool's, and a failed check goes back to the model as the reason.
+ *
+ * @example
+ * ```ts
+ * const Sum = Tools.fromJsonSchema({
+ *   name: "sum",
+ *   description: "Add two numbers",
+ *   jsonSchema: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] },
+ *   validate: (p) => (typeof p.a === "number" && typeof p.b === "number" ? undefined : "a and b must be numbers"),
+ *   effect: "read",
+ *   handler: (p) => Effect.succeed((p.a as number) + (p.b as number))
+ * })
+ * ```
+ */
+export const fromJsonSchema = <S>(options: FromJsonSchemaOptions<S>): Definition<JsonArguments, S> => {
+  checkName(options.name)
+  const parametersSchema = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
+    Schema.filter((params) => options.validate(params) ?? true, {
+      identifier: "arguments",
+      description: `the arguments of ${options.name}`
+    })
+  )
+  return {
+    name: options.name,
+    description: options.description,
+    parametersSchema: parametersSchema as any,
+    jsonSchema: options.jsonSchema,
+    effect: options.effect,
+    idempotent: options.idempotent ?? options.effect === "read",
+    handler: options.handler,
+    summarize: options.summarize ?? ((p) => `${options.name} ${JSON.stringify(p)}`),
+    paths: options.paths ?? (() => []),
+    preview: options.preview,
+    command: options.command,
     internal: options.internal ?? false
   }
 }
@@ -237,3 +309,90 @@ export const layerEmpty: Layer.Layer<Tools> = layer([])
 /** Tools from an effect (factories that need services, e.g. a file system). */
 export const layerEffect = <E, R>(defs: Effect.Effect<ReadonlyArray<Definition>, E, R>): Layer.Layer<Tools, E, R> =>
   Layer.effect(Tools, Effect.map(defs, fromList))
+
+// ---------------------------------------------------------------------------------------------
+// Result budget
+// ---------------------------------------------------------------------------------------------
+
+/** How much of the model's context one tool result may take. */
+export interface Budget {
+  readonly tokens: number
+  /** The same budget in UTF-8 bytes of the result's JSON (`tokens * BYTES_PER_TOKEN`). */
+  readonly bytes: number
+}
+
+/**
+ * Bytes counted per token when a budget in tokens is checked against a result's JSON. Source code
+ * and prose take 3 to 4.5 bytes per token with current tokenizers (paths full of digits less);
+ * 2.5 leaves room for denser text.
+ */
+export const BYTES_PER_TOKEN = 2.5
+
+/** A budget of `tokens` tokens. */
+export const budgetOf = (tokens: number): Budget => ({ tokens, bytes: tokens * BYTES_PER_TOKEN })
+
+/**
+ * The budget of one tool result for a model with this context window: a tenth of the window,
+ * between 1,000 and 25,000 tokens, so no single result can fill the context (compaction starts at
+ * three quarters of it).
+ */
+export const resultBudget = (contextWindow: number): Budget =>
+  budgetOf(Math.max(1_000, Math.min(25_000, Math.floor(contextWindow / 10))))
+
+/** A count with thousands separators: `2631` → `"2,631"`. */
+export const formatCount = (n: number): string => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",")
+
+/** UTF-8 length of a string, without encoding it. */
+export const utf8Length = (s: string): number => {
+  let n = s.length
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0x80) continue
+    if (c < 0x800) n += 1
+    else if (c >= 0xd800 && c <= 0xdbff)
+      i++ // a surrogate pair: 4 bytes for 2 code units
+    else n += 2
+  }
+  return n
+}
+
+/** UTF-8 length of a value's JSON. */
+export const jsonBytes = (value: unknown): number => utf8Length(JSON.stringify(value ?? null))
+
+/** The start of `s` that fits in `bytes` UTF-8 bytes (never splitting a character). */
+export const cutToBytes = (s: string, bytes: number): string => {
+  if (s.length <= bytes / 3) return s
+  let n = 0
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    const w = c < 0x80 ? 1 : c < 0x800 ? 2 : c >= 0xd800 && c <= 0xdbff ? 4 : 3
+    if (n + w > bytes) return s.slice(0, i)
+    n += w
+    if (w === 4) i++
+  }
+  return s
+}
+
+/**
+ * What the model sees of a tool result: the result itself when its JSON fits the budget, else the
+ * tool's own `fit`, else its start with a note saying how large it was. Deterministic, so a replay
+ * sends the model exactly what the recorded run sent.
+ */
+export const fitResult = (def: Definition | undefined, result: unknown, budget: Budget): unknown => {
+  const size = jsonBytes(result)
+  if (size <= budget.bytes) return result
+  if (def?.fit) {
+    const fitted = def.fit(result, budget)
+    if (jsonBytes(fitted) <= budget.bytes) return fitted
+  }
+  const note = `this result is ${Math.ceil(size / 1024)} KiB, more than the ${formatCount(budget.tokens)}-token budget of one tool result; only its start is shown. Ask for less (a narrower path, a pattern, a line range).`
+  let room = Math.max(0, budget.bytes - utf8Length(note) - 64)
+  const text = typeof result === "string" ? result : JSON.stringify(result ?? null)
+  for (;;) {
+    const start = cutToBytes(text, room)
+    const fitted = typeof result === "string" ? `${start}\n[${note}]` : { note, start }
+    // escaping in the JSON may make the cut text longer than it was
+    if (room === 0 || jsonBytes(fitted) <= budget.bytes) return fitted
+    room = Math.floor(room * 0.8)
+  }
+}

@@ -63,7 +63,11 @@ export const Scripted = {
 export interface RouteContext {
   readonly agent: string
   readonly prompt: Prompt.Prompt
-  /** Assistant messages so far (0 on the agent's first request). */
+  /**
+   * Replies of the agent so far (0 on its first request). Counted from the tool-call ids of the
+   * newest reply when it has some (routed replies mark the default ids `call_<n>`), so a compaction
+   * that folded earlier replies away does not send the script back to an earlier turn.
+   */
   readonly turn: number
   /** Text of the newest user message. */
   readonly lastUser: string
@@ -95,10 +99,28 @@ export const agentOf = (prompt: Prompt.Prompt): string => {
   return /You are ([\w-]+), a persistent member/.exec(text)?.[1] ?? "main"
 }
 
+/** The end of the tool-call ids of a routed reply: `-turn<n>`. */
+const TURN_MARK = /-turn(\d+)$/
+
+/** Replies so far: the assistant messages, or one more than the newest reply's mark if that is more. */
+const turnOf = (messages: Prompt.Prompt["content"]): number => {
+  let visible = 0
+  let marked = 0
+  for (const m of messages) {
+    if (m.role !== "assistant") continue
+    visible++
+    for (const p of m.content) {
+      const hit = p.type === "tool-call" ? TURN_MARK.exec(p.id) : null
+      if (hit) marked = Math.max(marked, Number(hit[1]) + 1)
+    }
+  }
+  return Math.max(visible, marked)
+}
+
 /**
  * A stateless script for several agents: each request is routed by agent (exact name, then role
  * prefix like `worker`, then `*`) to a handler that answers from the prompt alone, so a replayed or
- * resumed run gets the same answers.
+ * resumed run gets the same answers. Default tool-call ids (`call_<n>`) get `-turn<n>` appended.
  */
 export const routed =
   (handlers: Record<string, (ctx: RouteContext) => ReadonlyArray<Response.PartEncoded>>): Turn =>
@@ -118,13 +140,11 @@ export const routed =
     const last = messages[messages.length - 1]
     const lastResults =
       last?.role === "tool" ? last.content.map((p) => ({ name: p.name, isFailure: p.isFailure, result: p.result })) : []
-    return handler({
-      agent,
-      prompt,
-      turn: messages.filter((m) => m.role === "assistant").length,
-      lastUser,
-      lastResults
-    })
+    const turn = turnOf(messages)
+    // default ids (`call_<n>`, from `Scripted.toolCalls`) carry the turn; ids a script chose stay as they are
+    return handler({ agent, prompt, turn, lastUser, lastResults }).map((p) =>
+      p.type === "tool-call" && /^call_\d+$/.test(p.id) ? { ...p, id: `${p.id}-turn${turn}` } : p
+    )
   }
 
 export interface ScriptedModel {
@@ -205,6 +225,8 @@ export interface AgentTestOptions {
   readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
   readonly log?: Layer.Layer<EventLog.EventLog> | undefined
   readonly modelName?: string | undefined
+  /** The model's context window: tool results are sized to a tenth of it (default: unknown, sent whole). */
+  readonly contextWindow?: number | undefined
 }
 
 /**
@@ -215,7 +237,7 @@ export interface AgentTestOptions {
 export const layerAgentServices = (options: AgentTestOptions = {}) => {
   const lm = options.languageModel ?? scriptedModel(options.script ?? []).layer
   return Layer.mergeAll(
-    Model.layer(options.modelName ?? "scripted/test").pipe(Layer.provide(lm)),
+    Model.layer(options.modelName ?? "scripted/test", { contextWindow: options.contextWindow }).pipe(Layer.provide(lm)),
     Tools.layer(options.tools ?? []),
     Approvals.layer(options.approvals ?? { mode: "auto" }),
     options.prompter ?? autoPrompter().layer,

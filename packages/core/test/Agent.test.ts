@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Layer, Schema } from "effect"
 import { Agent, type Approvals, Event, EventLog, Model, Plugin, Redactor, Session, Tools } from "../src/index.js"
-import { autoPrompter, layerAgentServices, Scripted, scriptedModel, type Turn } from "../src/testing.js"
+import { autoPrompter, layerAgentServices, routed, Scripted, scriptedModel, type Turn } from "../src/testing.js"
 
 /** A tiny in-memory "file system" tool pair, so the loop can be tested without Node. */
 const makeNotes = (store: Map<string, string>, calls: Array<string>) => [
@@ -51,6 +51,7 @@ const program = (
     budget?: Agent.Budget
     languageModel?: Layer.Layer<any>
     task?: string
+    contextWindow?: number
   } = {}
 ) => {
   const store = options.store ?? new Map([["todo", "write tests"]])
@@ -65,7 +66,8 @@ const program = (
         tools: makeNotes(store, options.calls ?? []),
         approvals: options.approvals,
         prompter: options.prompter,
-        plugins: options.plugins
+        plugins: options.plugins,
+        contextWindow: options.contextWindow
       })
     )
   )
@@ -301,6 +303,61 @@ describe("Agent loop", () => {
       })
       expect(report.matched).toBe(events.length)
     }).pipe(Effect.provide(EventLog.layerMemory("big")))
+  )
+
+  it.effect(
+    "with the model's window known, a large result reaches the model cut to its budget; the log keeps all",
+    () =>
+      Effect.gen(function* () {
+        const big = "lorem ipsum ".repeat(4_000) // 48 KB: more than a tenth of a 32k-token window
+        const sm = scriptedModel([
+          Scripted.toolCalls([{ name: "read_note", params: { name: "big" } }]),
+          Scripted.text("read it")
+        ])
+        const run = (languageModel: Layer.Layer<any>) =>
+          program({ languageModel, store: new Map([["big", big]]), contextWindow: 32_768 })
+        yield* Session.run(run(sm.layer))
+        const log = yield* EventLog.EventLog
+        const events = yield* EventLog.readAll(log)
+        const completed = events.find((e) => e.type === "tool.completed")!
+        const stored = JSON.parse(new TextDecoder().decode(yield* log.getBlob((completed.data as any).blob)))
+        expect(stored).toEqual({ text: big })
+        const seen = (sm.prompts[1]!.content.find((m) => m.role === "tool") as any).content[0].result
+        const budget = Tools.resultBudget(32_768)
+        expect(budget.tokens).toBe(3_276)
+        expect(Tools.jsonBytes(seen)).toBeLessThanOrEqual(budget.bytes)
+        expect(seen.note).toMatch(/^this result is 47 KiB, more than the 3,276-token budget of one tool result/)
+        expect(big.startsWith(JSON.parse(`${seen.start}"}`).text)).toBe(true)
+        const report = yield* Session.replay(run(Model.layerLanguageModelForbidden), {
+          events,
+          verify: true,
+          getBlob: log.getBlob
+        })
+        expect(report.matched).toBe(events.length)
+      }).pipe(Effect.provide(EventLog.layerMemory("fit")))
+  )
+
+  it.effect("a routed script keeps its place when a compaction folds the earlier replies away", () =>
+    Effect.gen(function* () {
+      // a stand-in for compaction: before each model call keep only the first user message and the
+      // newest reply with its results
+      const folding = Plugin.make({
+        name: "fold",
+        hooks: {
+          transformContext: (input) =>
+            Effect.succeed(
+              input.messages.length > 3 ? [input.messages[0]!, ...input.messages.slice(-2)] : input.messages
+            )
+        }
+      })
+      const script = routed({
+        main: ({ turn }) =>
+          turn < 4 ? Scripted.toolCalls([{ name: "read_note", params: { name: "todo" } }]) : Scripted.text("done")
+      })
+      const sm = scriptedModel([script])
+      const { result } = yield* runLive(program({ languageModel: sm.layer, plugins: [folding], budget: { turns: 10 } }))
+      expect(result).toMatchObject({ status: "completed", steps: 5, text: "done" })
+    })
   )
 
   it.effect("secrets in tool output never reach the log", () =>

@@ -25,11 +25,13 @@ import type { Workspace } from "@musekit/core"
 import { Tools } from "@musekit/core"
 import { Effect, type Layer, Schema } from "effect"
 import { writeFileAtomic } from "./internal/atomicWrite.js"
-import { globMatcher, IgnoreFilter, walk } from "./internal/gitignoreWalk.js"
+import { listTree } from "./internal/fileListing.js"
+import { planGlob } from "./internal/pathGlob.js"
+import { findRipgrep } from "./internal/ripgrep.js"
 import { runShell as runShellProcess } from "./internal/shellProcess.js"
-import { findOnPath, SearchFailed, search } from "./internal/textSearch.js"
+import { SearchFailed, search } from "./internal/textSearch.js"
 import * as Descriptions from "./internal/toolDescriptions.js"
-import { diffStat, unifiedDiff } from "./internal/unifiedDiff.js"
+import { unifiedDiff } from "./internal/unifiedDiff.js"
 
 /** Tool names, as the model sees them. */
 export const names = {
@@ -50,10 +52,19 @@ export interface Options {
   /** Default and largest number of matches `grep` returns (default 200 / 5000). */
   readonly grepLimit?: number | undefined
   readonly grepMaxLimit?: number | undefined
-  /** `auto` (default): ripgrep when `rg` is on PATH, else the JS search; `js` forces the fallback. */
+  /**
+   * `auto` (default): ripgrep (the one `@vscode/ripgrep` ships for this platform, else `rg` on
+   * PATH), else the JS search; `js` forces the fallback.
+   */
   readonly grepEngine?: "auto" | "ripgrep" | "js" | undefined
-  /** The ripgrep binary (default: `rg` found on PATH). */
+  /** The ripgrep binary (default: the bundled one, else `rg` found on PATH). */
   readonly ripgrepPath?: string | undefined
+  /**
+   * How long `grep` goes on counting once it has more matches than it shows (default 300 ms; a
+   * third of it for a pattern already found more than ten times over); past it, a pattern found
+   * all over a large tree is reported with lower-bound totals.
+   */
+  readonly grepCountMs?: number | undefined
   /** Default and largest `run_shell` timeout (default 120 s / 10 min). */
   readonly shellTimeoutMs?: number | undefined
   readonly shellMaxTimeoutMs?: number | undefined
@@ -73,6 +84,9 @@ export interface FileChange {
   /** sha256 hex of the content after. */
   readonly after: string
   readonly diff: string
+  /** Lines added and removed by the change (exact, also when `diff` was cut). */
+  readonly added: number
+  readonly removed: number
   readonly note?: string
 }
 
@@ -87,15 +101,21 @@ export interface ReadResult {
 }
 
 export interface ListResult {
+  /** In path order. */
   readonly files: ReadonlyArray<string>
-  readonly total: number
+  /** More files exist than are listed (the listing stops at its limit). */
   readonly truncated: boolean
   readonly note?: string
 }
 
 export interface GrepResult {
-  /** `path:line: text`, paths relative to the workspace root. */
+  /** The first matching lines in path order, as `path:line: text` (paths relative to the workspace root). */
   readonly matches: ReadonlyArray<string>
+  /** Matching lines in all, and the files they are in. */
+  readonly total: number
+  readonly files: number
+  /** `false` when counting stopped early (a pattern found all over a large tree): the totals are lower bounds. */
+  readonly counted_all?: false
   readonly truncated: boolean
   readonly note?: string
 }
@@ -202,19 +222,7 @@ const makeLocks = () => {
 
 type Lock = ReturnType<typeof makeLocks>
 
-const capDiff = (diff: string, max: number): { diff: string; note?: string } => {
-  if (Buffer.byteLength(diff) <= max) return { diff }
-  const { added, removed } = diffStat(diff)
-  const cut = Buffer.from(diff)
-    .subarray(0, max)
-    .toString("utf8")
-    .replace(/\uFFFD$/, "")
-  const kept = cut.slice(0, cut.lastIndexOf("\n") + 1)
-  return {
-    diff: kept,
-    note: `the diff (+${added} -${removed} lines) is longer than ${formatBytes(max)} and was cut; the file itself was written in full`
-  }
-}
+const lineCount = (text: string) => (text === "" ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0))
 
 const fileChange = (
   rel: string,
@@ -222,12 +230,59 @@ const fileChange = (
   after: string,
   maxDiffBytes: number
 ): FileChange => {
-  const raw =
-    before.text === undefined
-      ? `--- a/${rel}\n+++ b/${rel}\nBinary file replaced by a text file\n`
-      : unifiedDiff(rel, before.text, after)
-  const { diff, note } = capDiff(raw, maxDiffBytes)
-  return { path: rel, before: before.hash, after: sha256(after), diff, ...(note ? { note } : {}) }
+  const hashes = { path: rel, before: before.hash, after: sha256(after) }
+  if (before.text === undefined)
+    return {
+      ...hashes,
+      diff: `--- a/${rel}\n+++ b/${rel}\nBinary file replaced by a text file\n`,
+      added: lineCount(after),
+      removed: 0
+    }
+  const d = unifiedDiff(rel, before.text, after, { maxBytes: maxDiffBytes })
+  const notes: Array<string> = []
+  if (d.cut)
+    notes.push(
+      `the diff (+${Tools.formatCount(d.added)} -${Tools.formatCount(d.removed)} lines) is longer than ${formatBytes(maxDiffBytes)} and was cut; the file itself was written in full`
+    )
+  if (!d.minimal) notes.push("parts too different to match line by line are shown as removed and added whole")
+  return {
+    ...hashes,
+    diff: d.text,
+    added: d.added,
+    removed: d.removed,
+    ...(notes.length ? { note: notes.join("; ") } : {})
+  }
+}
+
+/** What the model sees of a change whose diff is over its budget: the diff's start, with the true counts. */
+const fitChange = (r: FileChange, budget: Tools.Budget): unknown => {
+  if (typeof r?.diff !== "string") return r
+  const room = Math.max(0, budget.bytes - Tools.jsonBytes({ ...r, diff: "" }) - 400)
+  const cut = Tools.cutToBytes(r.diff, Math.floor(room / 1.3))
+  const diff = cut.slice(0, cut.lastIndexOf("\n") + 1)
+  const note = `the diff (+${Tools.formatCount(r.added)} -${Tools.formatCount(r.removed)} lines) is cut to fit the context; the file itself was written in full`
+  return { ...r, diff, note: r.note && !r.note.startsWith("the diff") ? `${note}; ${r.note}` : note }
+}
+
+/** The "searched anyway" part of a note, kept when a result is fitted to the context. */
+const ignoredPart = (note: unknown) =>
+  typeof note === "string"
+    ? (/^.* is ignored by \.gitignore; (listed|searched) anyway(?=;|$)/.exec(note)?.[0] ?? "")
+    : ""
+
+const withIgnored = (note: unknown, rest: string) => {
+  const part = ignoredPart(note)
+  return part ? `${part}; ${rest}` : rest
+}
+
+/** The leading items whose JSON fits in `room` bytes. */
+const leadingWithin = <A>(items: ReadonlyArray<A>, room: number): number => {
+  let used = 2
+  for (let i = 0; i < items.length; i++) {
+    used += Tools.jsonBytes(items[i]) + 1
+    if (used > room) return i
+  }
+  return items.length
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,7 +413,28 @@ export const readFile = (options: Options = {}): Tools.Definition => {
         else if (end < out.total)
           note = `showing lines ${start}-${end} of ${out.total}; continue with offset=${end + 1}`
         return note ? { ...result, note } : result
-      })
+      }),
+    fit: (r, budget) => {
+      if (typeof r?.content !== "string") return r
+      const lines = r.content.split("\n")
+      const room = budget.bytes - Tools.jsonBytes({ ...r, content: "", note: "" }) - 300
+      let kept = leadingWithin(lines, room)
+      let content = lines.slice(0, kept).join("\n")
+      if (kept === 0) {
+        // one line longer than the whole budget: its start
+        content = Tools.cutToBytes(lines[0] ?? "", Math.max(0, Math.floor(room / 1.3)))
+        kept = 1
+      }
+      const end = r.start_line + kept - 1
+      return {
+        ...r,
+        content,
+        end_line: end,
+        note: `output cut to fit the context: showing lines ${r.start_line}-${end} of ${Tools.formatCount(r.total_lines)}${
+          end < r.total_lines ? `; read on with offset=${end + 1} and a limit` : ""
+        }`
+      }
+    }
   })
 }
 
@@ -406,7 +482,8 @@ const writeFileWith = (options: Options, lock: Lock): Tools.Definition => {
             return fileChange(rel, before, content, maxDiff)
           })
         )
-      })
+      }),
+    fit: fitChange
   })
 }
 
@@ -510,7 +587,8 @@ const editFileWith = (options: Options, lock: Lock): Tools.Definition => {
             return fileChange(p.rel, p.before, p.after, maxDiff)
           })
         )
-      })
+      }),
+    fit: fitChange
   })
 }
 
@@ -528,8 +606,6 @@ const limits = (def: number | undefined, max: number | undefined, defaultDef: nu
   const m = max ?? Math.max(defaultMax, def ?? 0)
   return { def: Math.min(def ?? defaultDef, m), max: m }
 }
-
-const byBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
 
 export const listFiles = (options: Options = {}): Tools.Definition => {
   const { def, max } = limits(options.listLimit, options.listMaxLimit, defaults.listLimit, defaults.listMaxLimit)
@@ -554,31 +630,39 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
         const st = yield* tryFs(rel, () => fs.promises.stat(abs))
         const cap = clampLimit(limit, def, max)
         if (!st.isDirectory()) {
-          const ok = !pattern || globMatcher(pattern)(startRel.slice(startRel.lastIndexOf("/") + 1))
-          return { files: ok ? [startRel] : [], total: ok ? 1 : 0, truncated: false } satisfies ListResult
+          const dir = startRel.includes("/") ? startRel.slice(0, startRel.lastIndexOf("/")) : ""
+          const ok = planGlob(dir, pattern).test(startRel)
+          return { files: ok ? [startRel] : [], truncated: false } satisfies ListResult
         }
-        const match = pattern ? globMatcher(pattern.replace(/^\.\//, "")) : undefined
         const root = ctx.workspace.root
-        const { files, startIgnored } = yield* tryFs(rel, async () => {
-          const filter = await IgnoreFilter.load(root, startRel)
-          const startIgnored = startRel !== "" && filter.ignores(startRel, true)
-          const files: Array<string> = []
-          await walk(root, startRel, startIgnored ? filter.disabled() : filter, (e) => {
-            const sub = startRel === "" ? e.rel : e.rel.slice(startRel.length + 1)
-            if (!match || match(sub)) files.push(e.rel)
-            return true
-          })
-          return { files: files.sort(byBytes), startIgnored }
+        const r = yield* Effect.tryPromise({
+          try: (signal) => listTree({ root, startRel, glob: pattern, limit: cap, signal }),
+          catch: (e) => new Tools.ToolError({ message: describeFsError(e, rel) })
         })
         const notes: Array<string> = []
-        if (startIgnored) notes.push(`${rel} is ignored by .gitignore; listed anyway`)
-        const truncated = files.length > cap
-        if (truncated)
-          notes.push(`showing the first ${cap} of ${files.length} files; narrow the listing with path or pattern`)
-        else if (files.length === 0) notes.push(pattern ? `no files match ${pattern}` : "no files")
-        const result: ListResult = { files: truncated ? files.slice(0, cap) : files, total: files.length, truncated }
+        if (r.startIgnored) notes.push(`${rel} is ignored by .gitignore; listed anyway`)
+        if (r.truncated)
+          notes.push(
+            `showing the first ${Tools.formatCount(cap)} files in path order; more exist: narrow the listing with path or pattern`
+          )
+        else if (r.files.length === 0) notes.push(pattern ? `no files match ${pattern}` : "no files")
+        const result: ListResult = { files: r.files, truncated: r.truncated }
         return notes.length ? { ...result, note: notes.join("; ") } : result
-      })
+      }),
+    fit: (r, budget) => {
+      if (!Array.isArray(r?.files)) return r
+      const kept = leadingWithin(r.files, budget.bytes - 600)
+      return {
+        files: r.files.slice(0, kept),
+        truncated: true,
+        note: withIgnored(
+          r.note,
+          `showing the first ${Tools.formatCount(kept)} of ${r.truncated ? "more than " : ""}${Tools.formatCount(
+            r.files.length
+          )} files, as many as fit the context; narrow the listing with path or pattern`
+        )
+      }
+    }
   })
 }
 
@@ -586,13 +670,24 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
 // grep
 // ---------------------------------------------------------------------------------------------
 
+const narrowGrep = "narrow it with path, glob or a more specific pattern"
+
+const totals = (total: number, files: number, complete: boolean) =>
+  complete
+    ? `${Tools.formatCount(total)} matching lines in ${Tools.formatCount(files)} files`
+    : `at least ${Tools.formatCount(total)} matching lines in at least ${Tools.formatCount(files)} files (counting stopped early)`
+
 export const grep = (options: Options = {}): Tools.Definition => {
   const { def, max } = limits(options.grepLimit, options.grepMaxLimit, defaults.grepLimit, defaults.grepMaxLimit)
   const engineSetting = options.grepEngine ?? "auto"
-  let engine: "ripgrep" | "js" | undefined
+  let engine: Promise<{ readonly engine: "ripgrep" | "js"; readonly rg?: string | undefined }> | undefined
   const pickEngine = () =>
-    (engine ??=
-      engineSetting === "auto" ? ((options.ripgrepPath ?? findOnPath("rg")) ? "ripgrep" : "js") : engineSetting)
+    (engine ??= (async () => {
+      if (engineSetting === "js") return { engine: "js" as const }
+      const rg = await findRipgrep(options.ripgrepPath)
+      if (engineSetting === "ripgrep") return { engine: "ripgrep" as const, rg: rg ?? "rg" }
+      return rg ? { engine: "ripgrep" as const, rg } : { engine: "js" as const }
+    })())
   return Tools.make({
     name: names.grep,
     description: Descriptions.GREP,
@@ -616,8 +711,9 @@ export const grep = (options: Options = {}): Tools.Definition => {
         yield* tryFs(rel, () => fs.promises.stat(abs))
         const cap = clampLimit(limit, def, max)
         const r = yield* Effect.tryPromise({
-          try: (signal) =>
-            search({
+          try: async (signal) => {
+            const picked = await pickEngine()
+            return search({
               signal,
               root: ctx.workspace.root,
               startRel: rel === "." ? "" : rel,
@@ -625,19 +721,45 @@ export const grep = (options: Options = {}): Tools.Definition => {
               glob,
               ignoreCase: ignore_case ?? false,
               limit: cap,
-              engine: pickEngine(),
-              ripgrepPath: options.ripgrepPath
-            }),
+              engine: picked.engine,
+              ripgrepPath: picked.rg,
+              countMs: options.grepCountMs
+            })
+          },
           catch: (e) =>
             new Tools.ToolError({ message: e instanceof SearchFailed ? e.message : describeFsError(e, rel) })
         })
         const notes: Array<string> = []
         if (r.startIgnored) notes.push(`${rel} is ignored by .gitignore; searched anyway`)
-        if (r.truncated) notes.push(`showing the first ${cap} matches; more exist: narrow the pattern, path or glob`)
+        if (r.truncated)
+          notes.push(
+            `${totals(r.total, r.files, r.complete)}; showing the first ${Tools.formatCount(r.matches.length)}; ${narrowGrep}`
+          )
         else if (r.matches.length === 0) notes.push("no matches")
-        const result: GrepResult = { matches: r.matches, truncated: r.truncated }
+        const result: GrepResult = {
+          matches: r.matches,
+          total: r.total,
+          files: r.files,
+          truncated: r.truncated,
+          ...(r.complete ? {} : { counted_all: false })
+        }
         return notes.length ? { ...result, note: notes.join("; ") } : result
-      })
+      }),
+    fit: (r, budget) => {
+      if (!Array.isArray(r?.matches)) return r
+      const kept = leadingWithin(r.matches, budget.bytes - 600)
+      return {
+        matches: r.matches.slice(0, kept),
+        total: r.total,
+        files: r.files,
+        truncated: true,
+        ...(r.counted_all === false ? { counted_all: false } : {}),
+        note: withIgnored(
+          r.note,
+          `${totals(r.total, r.files, r.counted_all !== false)}; showing the first ${Tools.formatCount(kept)}, as many as fit the context; ${narrowGrep}`
+        )
+      }
+    }
   })
 }
 
@@ -696,7 +818,19 @@ export const runShell = (options: Options = {}): Tools.Definition => {
           ...(r.signal ? { signal: r.signal } : {})
         }
         return notes.length ? { ...result, note: notes.join("; ") } : result
-      })
+      }),
+    fit: (r, budget) => {
+      if (typeof r?.output !== "string") return r
+      // the end of the output is what usually matters (the error, the summary)
+      const room = Math.max(0, budget.bytes - Tools.jsonBytes({ ...r, output: "", note: r.note ?? "" }) - 300)
+      const bytes = Buffer.from(r.output)
+      const tail = bytes
+        .subarray(Math.max(0, bytes.length - Math.floor(room / 1.3)))
+        .toString("utf8")
+        .replace(/^\uFFFD+/, "")
+      const note = `output cut to fit the context: showing its last ${formatBytes(Buffer.byteLength(tail))} of ${formatBytes(bytes.length)}; redirect the output to a file and read or grep that for the rest`
+      return { ...r, output: tail, note: r.note ? `${r.note}; ${note}` : note }
+    }
   })
 }
 

@@ -63,9 +63,16 @@ export const Config = Schema.Struct({
   /**
    * The model's context window in tokens, as the session was started with (from a flag, a config
    * file, the model table or the model's server), so a replay or a resume budgets the context the
-   * same way without asking anyone (absent in sessions that did not say).
+   * same way without asking anyone (absent in sessions that did not say). Each tool result shows the
+   * model at most a tenth of it (`Tools.resultBudget`); absent, results reach the model whole.
    */
-  contextWindow: Schema.optional(Schema.Number)
+  contextWindow: Schema.optional(Schema.Number),
+  /**
+   * What plugins found in the world when the session started, by plugin name (the tools each MCP
+   * server offered, say): a replay or a resume builds those plugins from this record instead of
+   * asking the world again, so the session sees the same tools.
+   */
+  discovered: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type Config = typeof Config.Type
 
@@ -134,6 +141,8 @@ export const config = (options: {
   readonly plugins?: ReadonlyArray<string> | undefined
   /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
   readonly contextWindow?: number | undefined
+  /** What plugins found when the session started (recorded; see `Config.discovered`). */
+  readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
   title: options.title ?? "",
   root: path.resolve(options.root),
@@ -148,7 +157,8 @@ export const config = (options: {
     ...(options.budget?.wallMs !== undefined ? { wallMs: options.budget.wallMs } : {})
   },
   ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
-  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {})
+  ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
+  ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 
 /** How the session talks to a person (or a script). Nothing here is recorded; the events are. */
@@ -359,7 +369,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
   const workspace = WorkspaceNode.layer(cfg.root)
-  const model = Model.layer(cfg.model).pipe(Layer.provide(services.languageModel))
+  const model = Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel))
   const tools = services.tools ?? CodingTools.make(services.toolOptions)
   const plugins = Plugin.layer(services.plugins ?? [])
   return Layer.mergeAll(
@@ -608,7 +618,7 @@ export const replay = (options: {
 /** Services for replay: like `layer`, but the workspace is never touched (a lexical one at the recorded root). */
 const replayLayer = (cfg: Config, io: Io, services: Services) =>
   Layer.mergeAll(
-    Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
+    Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel)),
     Layer.succeed(Approvals.Prompter, io.prompter),
     Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules, shell: ShellParser.parser }),
     Workspace.layerLexical(cfg.root),

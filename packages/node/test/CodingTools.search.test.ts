@@ -5,10 +5,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Tools } from "@musekit/core"
 import { Effect } from "effect"
 import { CodingTools, WorkspaceNode } from "../src/index.js"
-import { findOnPath } from "../src/internal/textSearch.js"
+import { findRipgrep } from "../src/internal/ripgrep.js"
 
-/** ripgrep is optional (the JS engine takes over without it); the comparisons need it. */
-const noRg = findOnPath("rg") === undefined ? "rg is not installed: ripgrep-vs-JS comparison skipped" : undefined
+/** ripgrep comes with the package (or is on PATH); where neither is, the comparisons cannot run. */
+const noRg =
+  (await findRipgrep()) === undefined ? "no ripgrep for this platform: ripgrep-vs-JS comparison skipped" : undefined
 
 /** A small repository: nested .gitignore files, a negation, hidden files, .git, a binary file. */
 const fixture = () => {
@@ -61,9 +62,9 @@ describe("CodingTools: list_files", () => {
         files: [
           ".gitignore",
           ".hidden/x.ts",
+          "a/b.txt",
           "a-c.txt",
           "a.txt",
-          "a/b.txt",
           "bin.dat",
           "crlf.txt",
           "keep.log",
@@ -73,7 +74,6 @@ describe("CodingTools: list_files", () => {
           "src/nested/.gitignore",
           "src/nested/c.ts"
         ],
-        total: 13,
         truncated: false
       })
       expect((yield* t.call("list_files", { path: "src" })).files).toEqual([
@@ -100,7 +100,7 @@ describe("CodingTools: list_files", () => {
       ])
       expect((yield* t.call("list_files", { pattern: "*.{log,js}" })).files).toEqual(["keep.log", "src/b.js"])
       const none = yield* t.call("list_files", { pattern: "*.rs" })
-      expect(none).toEqual({ files: [], total: 0, truncated: false, note: "no files match *.rs" })
+      expect(none).toEqual({ files: [], truncated: false, note: "no files match *.rs" })
     })
   )
 
@@ -109,10 +109,9 @@ describe("CodingTools: list_files", () => {
       const t = yield* harness(fixture())
       const capped = yield* t.call("list_files", { limit: 3 })
       expect(capped).toEqual({
-        files: [".gitignore", ".hidden/x.ts", "a-c.txt"],
-        total: 13,
+        files: [".gitignore", ".hidden/x.ts", "a/b.txt"],
         truncated: true,
-        note: "showing the first 3 of 13 files; narrow the listing with path or pattern"
+        note: "showing the first 3 files in path order; more exist: narrow the listing with path or pattern"
       })
       const small = yield* harness(fixture(), { listLimit: 2 })
       expect((yield* small.call("list_files", {})).files).toHaveLength(2)
@@ -180,8 +179,8 @@ describe("CodingTools: grep", () => {
       const root = fixture()
       // NUL far into the file: ripgrep has already reported matches when it notices
       fs.writeFileSync(path.join(root, "late-binary.txt"), `needle early\n${"filler line\n".repeat(50_000)}\0\n`)
-      const rg = yield* harness(root, { grepEngine: "ripgrep" })
-      const js = yield* harness(root, { grepEngine: "js" })
+      const rg = yield* harness(root, { grepEngine: "ripgrep", grepCountMs: 60_000 })
+      const js = yield* harness(root, { grepEngine: "js", grepCountMs: 60_000 })
       for (const [i, q] of queries.entries()) {
         const a = yield* rg.call("grep", q)
         const b = yield* js.call("grep", q)
@@ -190,7 +189,10 @@ describe("CodingTools: grep", () => {
       }
       const capped = yield* rg.call("grep", { pattern: "needle", limit: 3 })
       expect(capped.truncated).toBe(true)
-      expect(capped.note).toBe("showing the first 3 matches; more exist: narrow the pattern, path or glob")
+      expect(capped).toMatchObject({ total: 11, files: 10 })
+      expect(capped.note).toBe(
+        "11 matching lines in 10 files; showing the first 3; narrow it with path, glob or a more specific pattern"
+      )
       expect((yield* rg.call("grep", { pattern: "absent-text" })).note).toBe("no matches")
       expect((yield* js.call("grep", { pattern: "needle", path: "build" })).note).toBe(
         "build is ignored by .gitignore; searched anyway"

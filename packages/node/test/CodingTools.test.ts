@@ -251,7 +251,9 @@ describe("CodingTools: write_file", () => {
         path: "a/b/c/new.txt",
         before: null,
         after: sha("hello\nworld\n"),
-        diff: "--- /dev/null\n+++ b/a/b/c/new.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n"
+        diff: "--- /dev/null\n+++ b/a/b/c/new.txt\n@@ -0,0 +1,2 @@\n+hello\n+world\n",
+        added: 2,
+        removed: 0
       })
       const r2 = yield* t.call("write_file", { path: "a/b/c/new.txt", content: "hello\nthere" })
       expect(r2.before).toBe(sha("hello\nworld\n"))
@@ -300,7 +302,9 @@ describe("CodingTools: edit_file", () => {
         path: "f.txt",
         before: sha(before),
         after: sha(after),
-        diff: "--- a/f.txt\n+++ b/f.txt\n@@ -1,7 +1,8 @@\n a\n b\n c\n-d\n+D\n+D2\n e\n f\n g\n"
+        diff: "--- a/f.txt\n+++ b/f.txt\n@@ -1,7 +1,8 @@\n a\n b\n c\n-d\n+D\n+D2\n e\n f\n g\n",
+        added: 2,
+        removed: 1
       })
       expect(applyPatch(before, r.diff.replace("--- a/f.txt", "--- f.txt").replace("+++ b/f.txt", "+++ f.txt"))).toBe(
         after

@@ -65,7 +65,8 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     flags: [flag("agent", true), flag("type", true), flag("json", false), flag("cwd", true), HELP],
     positionals: "one"
   },
-  trust: { flags: [flag("cwd", true), flag("revoke", false), flag("show", false), HELP], positionals: "none" }
+  trust: { flags: [flag("cwd", true), flag("revoke", false), flag("show", false), HELP], positionals: "none" },
+  acp: { flags: [...SESSION_FLAGS, HELP], positionals: "none" }
 }
 
 export const commandNames = Object.keys(COMMANDS).filter((c) => c !== "")

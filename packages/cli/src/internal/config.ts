@@ -51,7 +51,9 @@ export const ConfigFile = Schema.Struct({
       key: Schema.String,
       value: Schema.Struct({ contextWindow: Schema.optional(PositiveInt) })
     })
-  )
+  ),
+  /** MCP servers, in the shape of Claude Code's `.mcp.json` (each entry is checked when it starts). */
+  mcpServers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })
 export type ConfigFile = typeof ConfigFile.Type
 

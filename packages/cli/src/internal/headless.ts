@@ -272,6 +272,7 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
   })
 
@@ -304,6 +305,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       )
     }
     for (const n of prepared.notices) em.note(n)
+    for (const w of prepared.plugins.warnings) em.note(w)
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
@@ -324,5 +326,6 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       dir: prepared.stateDir
     })
     const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    yield* prepared.plugins.close
     return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result)
   })

@@ -292,7 +292,9 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       // a replay serves the model and the tools from the log: the skills only have to be there
       projectSkills: true,
       worktrees: Plugins.recordedWorktrees(config, session, true),
-      contextWindow: config.contextWindow
+      contextWindow: config.contextWindow,
+      // the tools the session's MCP servers offered, from its record: a replay starts no server
+      mcp: yield* Session.recordedMcp(config, undefined, options.env.env)
     })
     const started = performance.now()
     const report = yield* (

@@ -284,6 +284,23 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       })
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
 
+  const acp = Command.make("acp", shared, (v) =>
+    Effect.gen(function* () {
+      const Acp = yield* Effect.promise(() => import("./acp.js"))
+      exitCode = yield* Acp.run({
+        flags: toFlags(v, script),
+        env,
+        stdin: pio.stdin,
+        stdout: pio.stdout,
+        stderr: pio.stderr
+      })
+    })
+  ).pipe(
+    Command.withDescription(
+      'Serve the Agent Client Protocol on stdin/stdout, for editors (Zed: agent_servers.muse = { command: "muse", args: ["acp"] })'
+    )
+  )
+
   const trust = Command.make(
     "trust",
     {
@@ -336,7 +353,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       })
   ).pipe(Command.withDescription("Trust the current folder's own settings (.muse/config.json, permissions, skills)"))
 
-  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust])), {
+  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust, acp])), {
     name: "muse",
     version: version()
   })

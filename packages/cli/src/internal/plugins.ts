@@ -1,7 +1,8 @@
 /**
  * The plugins every `muse` session runs with: the skills (`/plan`, `/grill`, `/goal` and the
  * project's `SKILL.md` files), context compaction (with `/compact`), video input and — in a git
- * repository, with the crew — a git worktree for every writing crew member. The session records
+ * repository, with the crew — a git worktree for every writing crew member; and the tools of the
+ * session's MCP servers (`mcp.ts`). The session records
  * the names of its plugins, and `resume` and `replay` build the same set, so recorded sessions
  * replay exactly. Compaction and video are loaded when a session first needs them (a large
  * context, a prompt with a video), not at start-up.
@@ -11,6 +12,7 @@ import { Git } from "@musekit/node"
 import * as SkillsPackage from "@musekit/plugin-skills"
 import { WorktreePlugin } from "@musekit/plugin-worktree"
 import { Effect, Option } from "effect"
+import type * as Mcp from "./mcp.js"
 import * as ModelInfo from "./modelInfo.js"
 
 export interface SkillInfo {
@@ -20,6 +22,10 @@ export interface SkillInfo {
 
 export interface PluginSet {
   readonly plugins: ReadonlyArray<Plugin.PluginInput>
+  /** The session's MCP servers and the tools they offered (when it has any). */
+  readonly mcp?: Mcp.Loaded | undefined
+  /** Stop what the plugins started (MCP servers); idempotent. */
+  readonly close: Effect.Effect<void>
   readonly skills: ReadonlyArray<SkillInfo>
   /** Problems worth showing (a SKILL.md that could not be used, a plugin that is missing). */
   readonly warnings: ReadonlyArray<string>
@@ -249,6 +255,8 @@ export const make = (options: {
   readonly worktrees?: { readonly sessionId: string; readonly replaying?: boolean | undefined } | undefined
   /** The session's context window in tokens (recorded); the model table's when absent. */
   readonly contextWindow?: number | undefined
+  /** The session's MCP servers (see `mcp.ts`). */
+  readonly mcp?: Mcp.Loaded | undefined
 }) =>
   Effect.gen(function* () {
     const warnings: Array<string> = []
@@ -281,13 +289,20 @@ export const make = (options: {
         })
       )
     }
+    if (options.mcp) {
+      plugins.push(options.mcp.plugin)
+      warnings.push(...options.mcp.warnings)
+    }
     const skills: Array<SkillInfo> = []
     for (const p of plugins) {
       if (!p || Array.isArray(p)) continue
       for (const s of (p as Plugin.Plugin).skills ?? []) skills.push({ name: s.name, description: s.description })
     }
+    const servers = options.mcp?.servers
     return {
       plugins,
+      mcp: options.mcp,
+      close: servers ? servers.close : Effect.void,
       skills,
       warnings,
       names: plugins.flatMap((p) => (p && !Array.isArray(p) ? [(p as Plugin.Plugin).name] : []))

@@ -135,7 +135,10 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
   }
   if (r && typeof r === "object") {
     if (typeof r.diff === "string" && r.diff.length > 0) {
-      const st = diffStat(r.diff)
+      const st =
+        typeof r.added === "number" && typeof r.removed === "number"
+          ? { added: r.added as number, removed: r.removed as number }
+          : diffStat(r.diff)
       return [
         style.dim(`⎿ ${escapeUnsafe(String(r.path ?? ""), style)} `) +
           style.green(`+${st.added}`) +
@@ -166,8 +169,12 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
     if (typeof r.member === "string" && typeof r.taskId === "string")
       return [style.dim(`⎿ ${escapeUnsafe(`${r.member} took it (${r.taskId})`, style)}`)]
     if (Array.isArray(r.files)) return [style.dim(`⎿ ${fmtInt(r.files.length)} file${r.files.length === 1 ? "" : "s"}`)]
-    if (Array.isArray(r.matches))
-      return [style.dim(`⎿ ${fmtInt(r.matches.length)} match${r.matches.length === 1 ? "" : "es"}`)]
+    if (Array.isArray(r.matches)) {
+      const n = r.matches.length
+      const all =
+        typeof r.total === "number" && r.total > n ? ` of ${fmtInt(r.total)} in ${fmtInt(r.files ?? 0)} files` : ""
+      return [style.dim(`⎿ ${fmtInt(n)} match${n === 1 ? "" : "es"}${all}`)]
+    }
   }
   const t = firstLine(r, 160, style)
   return t ? [style.dim(`⎿ ${t}`)] : []

@@ -116,6 +116,14 @@ const userText = (m: Prompt.Message): string =>
         .join("\n")
     : ""
 
+/** A tool message whose results say the turn stopped in the middle of the call. */
+const wasInterrupted = (m: Prompt.Message): boolean =>
+  m.role === "tool" &&
+  m.content.some((p) => {
+    const result = (p as Prompt.ToolResultPart).result as { readonly error?: unknown } | undefined
+    return typeof result?.error === "string" && result.error.startsWith("interrupted:")
+  })
+
 const matches = (when: string | undefined, text: string): boolean => {
   if (when === undefined) return true
   if (when.length > 2 && when.startsWith("/") && when.endsWith("/"))
@@ -131,9 +139,20 @@ const agentMatches = (filter: string | undefined, agent: string): boolean =>
  * user message and still has steps left, counting the assistant messages after the newest user
  * message it matches. A message arriving mid-task (a crew report, between tool steps) does not
  * derail the task's steps; its own entry answers once the task's entry has run out. A user
- * message that opens a new turn retires the entries of earlier turns.
+ * message that opens a new turn retires the entries of earlier turns. Scripted tool-call ids end
+ * with `-e<entry>s<step>`: mid-task, the newest reply's ids give the place in the entry, so a
+ * compaction that folds earlier steps (or the user message) away does not send the script back.
  */
-export const choose = (script: Script, prompt: Prompt.Prompt): { readonly step: Step; readonly index: number } => {
+export const choose = (
+  script: Script,
+  prompt: Prompt.Prompt
+): {
+  readonly step: Step
+  readonly index: number
+  /** The entry and the step in it (absent for the "no reply" answer). */
+  readonly entry?: number
+  readonly stepIndex?: number
+} => {
   const agent = agentOf(prompt)
   const messages = prompt.content
   const assistants = messages.filter((m) => m.role === "assistant").length
@@ -142,7 +161,31 @@ export const choose = (script: Script, prompt: Prompt.Prompt): { readonly step: 
   >
   let newest = ""
   for (let i = messages.length - 1; i >= 0 && newest === ""; i--) newest = userText(messages[i]!).trim()
-  for (const entry of entries) {
+  // a user message that opens a turn of its own (not one delivered between tool steps, like a
+  // crew report) after message `after`: the user moved on
+  // (a message after a tool call the turn was stopped in the middle of opens a turn of its own)
+  const movedOnAfter = (after: number) =>
+    messages.some(
+      (m, i) =>
+        i > after &&
+        m.role === "user" &&
+        userText(m).trim() !== "" &&
+        (messages[i - 1]!.role !== "tool" || wasInterrupted(messages[i - 1]!))
+    )
+  // Mid-task, the newest reply's tool-call ids say which entry and step it was: the place in the
+  // entry survives a compaction that folded the earlier steps (and the user message) away.
+  let lastReply = messages.length - 1
+  while (lastReply >= 0 && messages[lastReply]!.role !== "assistant") lastReply--
+  if (lastReply >= 0 && !movedOnAfter(lastReply)) {
+    const reply = messages[lastReply]!
+    const mark = (reply.role === "assistant" ? reply.content : [])
+      .map((p) => (p.type === "tool-call" ? STEP_MARK.exec(p.id) : null))
+      .find((m) => m !== null)
+    const entry = mark ? entries[Number(mark[1])] : undefined
+    const step = entry && agentMatches(entry.agent, agent) ? entry.steps[Number(mark![2]) + 1] : undefined
+    if (step) return { step, index: assistants, entry: Number(mark![1]), stepIndex: Number(mark![2]) + 1 }
+  }
+  for (const [e, entry] of entries.entries()) {
     if (!agentMatches(entry.agent, agent)) continue
     let at = -1
     for (let i = messages.length - 1; i >= 0; i--) {
@@ -152,16 +195,10 @@ export const choose = (script: Script, prompt: Prompt.Prompt): { readonly step: 
         break
       }
     }
-    if (at < 0) continue
-    // a later user message that opens a turn of its own (not one delivered between tool steps,
-    // like a crew report) means the user moved on
-    const movedOn = messages.some(
-      (m, i) => i > at && m.role === "user" && userText(m).trim() !== "" && messages[i - 1]!.role !== "tool"
-    )
-    if (movedOn) continue
+    if (at < 0 || movedOnAfter(at)) continue
     const stepIndex = messages.slice(at + 1).filter((m) => m.role === "assistant").length
     const step = entry.steps[stepIndex]
-    if (step) return { step, index: assistants }
+    if (step) return { step, index: assistants, entry: e, stepIndex }
   }
   return {
     step: { text: `(the script has no reply for ${agent} here: "${newest.slice(0, 60)}")` },
@@ -169,13 +206,21 @@ export const choose = (script: Script, prompt: Prompt.Prompt): { readonly step: 
   }
 }
 
+/** The end of a scripted tool-call id: `-e<entry>s<step>`. */
+const STEP_MARK = /-e(\d+)s(\d+)$/
+
 const usageOf = (s: Step) => {
   const input = s.usage?.input ?? 100
   const output = s.usage?.output ?? 20
   return { inputTokens: input, outputTokens: output, totalTokens: input + output }
 }
 
-const partsOf = (s: Step, index: number): Array<Response.StreamPartEncoded> => {
+const partsOf = (
+  s: Step,
+  index: number,
+  place?: { readonly entry?: number | undefined; readonly stepIndex?: number | undefined }
+): Array<Response.StreamPartEncoded> => {
+  const mark = place?.entry !== undefined ? `-e${place.entry}s${place.stepIndex ?? 0}` : ""
   if (s.error !== undefined) return [{ type: "error", error: s.error }]
   const out: Array<Response.StreamPartEncoded> = []
   if (s.text) {
@@ -186,7 +231,7 @@ const partsOf = (s: Step, index: number): Array<Response.StreamPartEncoded> => {
   for (const [i, c] of (s.tools ?? []).entries()) {
     out.push({
       type: "tool-call",
-      id: c.id ?? `call_${index + 1}_${i + 1}`,
+      id: c.id ?? `call_${index + 1}_${i + 1}${mark}`,
       name: c.name,
       params: c.params ?? {},
       providerExecuted: false
@@ -209,8 +254,8 @@ export const layer = (script: Script, options: Options = {}): Layer.Layer<Langua
       generateText: (opts) =>
         Effect.sync(() => {
           options.onRequest?.()
-          const { step, index } = choose(script, opts.prompt)
-          const parts = partsOf(step, index)
+          const chosen = choose(script, opts.prompt)
+          const parts = partsOf(chosen.step, chosen.index, chosen)
           const text = parts.flatMap((p) => (p.type === "text-delta" ? [p.delta] : [])).join("")
           return [
             ...(text ? [{ type: "text" as const, text }] : []),
@@ -221,8 +266,11 @@ export const layer = (script: Script, options: Options = {}): Layer.Layer<Langua
         Stream.unwrap(
           Effect.sync((): Stream.Stream<Response.StreamPartEncoded> => {
             options.onRequest?.()
-            const { step, index } = choose(script, opts.prompt)
-            const parts: Stream.Stream<Response.StreamPartEncoded> = Stream.fromIterable(partsOf(step, index))
+            const chosen = choose(script, opts.prompt)
+            const step = chosen.step
+            const parts: Stream.Stream<Response.StreamPartEncoded> = Stream.fromIterable(
+              partsOf(step, chosen.index, chosen)
+            )
             const chunkDelay = step.chunkDelayMs ?? 0
             const paced =
               chunkDelay > 0

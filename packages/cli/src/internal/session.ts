@@ -10,6 +10,7 @@ import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect, Either, type Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as Mcp from "./mcp.js"
 import * as Model from "./model.js"
 import * as Plugins from "./plugins.js"
 import * as Trust from "./trust.js"
@@ -116,13 +117,20 @@ export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<strin
 
 const scriptedSpec = (file: string) => `scripted/${path.basename(file).replace(/(\.script)?\.json$/, "")}`
 
+/** Options of a new session beyond the flags. */
+export interface NewOptions {
+  /** MCP servers an editor hands over (ACP `session/new`). */
+  readonly mcpServers?: Mcp.Found | undefined
+}
+
 /** Everything a new session needs (`session`: the id it will get, which names its worktree branches). */
 export const prepareNew = (
   flags: Flags,
   env: Env,
   session: string,
   title: string,
-  decide: Decide
+  decide: Decide,
+  options: NewOptions = {}
 ): Effect.Effect<Prepared, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
@@ -179,16 +187,25 @@ export const prepareNew = (
       !flags.noWorktrees &&
       (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
       Plugins.inGitRepo(root)
+    // a folder's own MCP servers run programs the repository names: only in a trusted folder
+    const configured = yield* Mcp.load(root, env.env, { project: trust.trusted, loaded })
+    const mcp = yield* Mcp.start(Mcp.merge(configured, options.mcpServers ?? { servers: {}, problems: [] }), {
+      root,
+      env: env.env
+    })
     const plugins = yield* Plugins.make({
       root,
       projectSkills: trust.trusted,
       worktrees: worktrees ? { sessionId: session } : undefined,
-      contextWindow: window.tokens
+      contextWindow: window.tokens,
+      mcp
     })
+    const problems = [...configured.problems, ...(options.mcpServers?.problems ?? [])]
     const config = SessionRuntime.config({
       root,
       title,
       plugins: plugins.names,
+      ...(mcp ? { discovered: { mcp: mcp.discovery } } : {}),
       model: choice.spec,
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
@@ -207,7 +224,7 @@ export const prepareNew = (
       config,
       modelSource: choice.source,
       languageModel,
-      plugins,
+      plugins: problems.length > 0 ? { ...plugins, warnings: [...plugins.warnings, ...problems] } : plugins,
       loaded,
       contextWindowSource: window.source,
       notices
@@ -248,7 +265,8 @@ export const prepareResume = (
   session: string,
   flags: Flags,
   env: Env,
-  decide: Decide
+  decide: Decide,
+  options: NewOptions = {}
 ): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
@@ -284,13 +302,23 @@ export const prepareResume = (
       onRequest: env.onRequest
     })
     // the session's approval mode and rules were settled when it started (they are in its log);
-    // the project's skills are read again, so they need the folder's trust now
+    // the project's skills and MCP servers are read again, so they need the folder's trust now
     const trust = yield* decide(config.root)
+    const configured = yield* Mcp.load(config.root, env.env, {
+      project: trust.trusted,
+      loaded: yield* Config.load(config.root, env.env, { project: trust.trusted })
+    })
+    const mcp = yield* recordedMcp(
+      config,
+      Mcp.merge(configured, options.mcpServers ?? { servers: {}, problems: [] }),
+      env.env
+    )
     const plugins = yield* Plugins.make({
       root: config.root,
       projectSkills: trust.trusted,
       worktrees: Plugins.recordedWorktrees(config, session),
-      contextWindow: config.contextWindow
+      contextWindow: config.contextWindow,
+      mcp
     })
     const untrusted = untrustedNotice(trust)
     return {
@@ -307,6 +335,20 @@ export const prepareResume = (
       nextSeq
     }
   })
+
+/**
+ * The MCP plugin of a recorded session: its recorded tools, served by `found` (the servers as
+ * configured now, started in the background) or, for a replay (`undefined`), by nothing. Absent
+ * when the session was recorded without MCP servers, whatever is configured now.
+ */
+export const recordedMcp = (
+  config: SessionRuntime.Config,
+  found: Mcp.Found | undefined,
+  env: NodeJS.ProcessEnv
+): Effect.Effect<Mcp.Loaded | undefined> =>
+  config.plugins?.includes("mcp")
+    ? Mcp.recorded(config.discovered?.mcp, found, { root: config.root, env })
+    : Effect.succeed(undefined)
 
 /** The newest session of a state directory. */
 export const latestSession = (dir: string): Effect.Effect<string, CliError> =>

@@ -55,7 +55,7 @@ export const replay = (options: {
       plugins: options.plugins
     }
     const layer = Layer.mergeAll(
-      Model.layer(cfg.model).pipe(Layer.provide(services.languageModel)),
+      Model.layer(cfg.model, { contextWindow: cfg.contextWindow }).pipe(Layer.provide(services.languageModel)),
       Layer.succeed(Approvals.Prompter, io.prompter),
       Approvals.layer({ mode: cfg.approvalMode, rules: cfg.rules, shell: ShellParser.parser }),
       Workspace.layerLexical(cfg.root),

@@ -1,6 +1,6 @@
 /**
  * Folder trust. A folder's own files that give muse power — `.muse/config.json` (approval mode,
- * rules, model, budget), `.muse/permissions.json` (allow rules) and the project's `SKILL.md` files
+ * rules, model, budget), `.muse/mcp.json` (MCP servers: programs it starts), `.muse/permissions.json` (allow rules) and the project's `SKILL.md` files
  * (`.muse/skills`, `.claude/skills`) — take effect only in a folder the user trusted. Trust is
  * recorded in `trusted.json` beside the user's config file, per folder, with a sha256 of each of
  * those files: when any of them changes, appears or goes away, the folder is asked about again.
@@ -62,7 +62,7 @@ const readFile = (abs: string, rel: string): ProjectFile | undefined => {
 /** The files of `root` that trust covers (the skill folders are the ones the skills plugin reads). */
 export const scan = (root: string): Project => {
   const files: Array<ProjectFile> = []
-  for (const rel of [".muse/config.json", ".muse/permissions.json"]) {
+  for (const rel of [".muse/config.json", ".muse/mcp.json", ".muse/permissions.json"]) {
     const f = readFile(path.join(root, rel), rel)
     if (f) files.push(f)
   }

@@ -10,7 +10,8 @@
 
 export const READ_FILE = `Read a text file from the workspace. Returns its lines numbered from 1 ("     1\\tfirst line").
 Use offset (first line, 1-based) and limit (number of lines) to read part of a large file. Output is capped
-(256 KiB by default); when it is cut, the note says which lines were shown and the offset to continue from.
+(256 KiB by default, less for models with a small context); when it is cut, the note says which lines were
+shown and the offset to continue from.
 Binary files (NUL bytes or invalid UTF-8) are not shown. Paths are relative to the workspace root.`
 
 export const WRITE_FILE = `Create a file or replace its whole content. Parent directories are created. Prefer edit_file
@@ -23,15 +24,16 @@ true. Include enough surrounding lines to make old_text unique. Several edits in
 order, each to the result of the previous one, and all or nothing: if any edit fails, the file is left
 unchanged. Returns the path, sha256 before and after, and a unified diff.`
 
-export const LIST_FILES = `List files under a directory of the workspace (default: the root), sorted by path. Skips .git and
-files ignored by .gitignore. pattern is a glob: one without "/" matches file names at any depth (e.g.
-"*.ts"), one with "/" matches the path relative to the listed directory (e.g. "src/**/*.test.ts"). The list is
-capped (1000 entries by default); the note says how many there were.`
+export const LIST_FILES = `List files under a directory of the workspace (default: the root), in path order. Skips .git and
+files ignored by .gitignore, .ignore or .rgignore. pattern is a glob: one without "/" matches file names at any
+depth (e.g. "*.ts"), one with "/" matches the path relative to the listed directory (e.g. "src/**/*.test.ts").
+The listing stops at its limit (1000 entries by default); the note says when more files exist.`
 
-export const GREP = `Search file contents with a regular expression. Returns matching lines as "path:line: text", in
-path order. Skips .git, binary files and files ignored by .gitignore. path narrows the search to a directory or
-file; glob filters file names (e.g. "*.py", or "src/**/*.ts" relative to path); ignore_case makes the match
-case-insensitive. Results are capped (200 matches by default); narrow the search when the note says more exist.`
+export const GREP = `Search file contents with a regular expression. Returns the first matching lines as "path:line: text",
+in path order, with how many lines match in all and in how many files. Skips .git, binary files and files
+ignored by .gitignore, .ignore or .rgignore. path narrows the search to a directory or file; glob filters file
+names (e.g. "*.py", or "src/**/*.ts" relative to path); ignore_case makes the match case-insensitive. Results
+are capped (200 matches by default); narrow the search when the note says more exist.`
 
 export const RUN_SHELL = `Run a shell command (sh -c) in the workspace root and return its exit code and combined
 stdout/stderr. A non-zero exit code is a normal result. Timeout: 120000 ms by default, at most 600000 ms

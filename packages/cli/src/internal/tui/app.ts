@@ -14,6 +14,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
 import * as History from "../history.js"
+import * as Mcp from "../mcp.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import * as Session from "../session.js"
@@ -77,6 +78,7 @@ const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly descriptio
   { name: "agents", description: "the crew: members, status, current task" },
   { name: "approve", description: "set the approval mode: /approve read-only|ask|auto-edit|auto" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
+  { name: "mcp", description: "the session's MCP servers: status and tools" },
   { name: "help", description: "this help" },
   { name: "clear", description: "clear the screen" },
   { name: "exit", description: "leave (the session is saved; muse resume continues it)" }
@@ -161,6 +163,9 @@ export class App {
   onAlwaysSaved: (() => void) | undefined
   /** Answer keys work only once a question has been on screen for a moment. */
   readonly gate = new Gate(() => this.draw())
+
+  /** Lines for `/mcp` (the session's MCP servers now). */
+  mcpLines: (() => Effect.Effect<Array<string>>) | undefined
 
   constructor(
     readonly out: NodeJS.WriteStream,
@@ -528,6 +533,11 @@ export class App {
         case "model":
           this.print([s.cyan(`› ${shown}`), ...this.modelLines(), ""])
           return
+        case "mcp": {
+          const lines = this.mcpLines ? Effect.runSync(this.mcpLines()) : ["no MCP servers in this session."]
+          this.print([s.cyan(`› ${t}`), ...lines, ""])
+          return
+        }
         case "clear":
           this.out.write("\x1b[2J\x1b[3J\x1b[H")
           this.draw()
@@ -1004,6 +1014,11 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     /** Rules the user saved with "yes, always" in this session (what core stores for such an answer). */
     const savedRules: Array<unknown> = []
     const app = new App(options.stdout, session, prepared.config, prepared.modelSource, prepared.plugins.skills)
+    const mcp = prepared.plugins.mcp
+    if (mcp) {
+      // server names, versions, errors and tool names come from the servers: shown as data
+      app.mcpLines = () => Mcp.statusLines(mcp.servers, mcp.discovery, app.style, (t) => escapeUnsafe(t, app.style))
+    }
     handler = (str, key) => app.onKey(str, key)
     for (const [str, key] of early.splice(0)) app.onKey(str, key)
     if (trustState) {
@@ -1135,6 +1150,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       }
       break
     }
+    yield* prepared.plugins.close
     options.stdout.off("resize", onResize)
     process.off("SIGINT", onSigint)
     app.gate.dispose()
