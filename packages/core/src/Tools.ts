@@ -188,7 +188,10 @@ export const make = <const F extends Schema.Struct.Fields, S>(
 export type JsonArguments = { readonly [key: string]: unknown }
 
 export interface FromJsonSchemaOptions<S>
-  extends Omit<MakeOptions<{}, S>, "parameters" | "handler" | "summarize" | "paths" | "preview" | "command"> {
+  extends Omit<
+    MakeOptions<{}, S>,
+    "parameters" | "handler" | "summarize" | "paths" | "preview" | "command" | "observe" | "settle"
+  > {
   /** The parameters as a JSON schema (of an object), shown to the model as it is. */
   readonly jsonSchema: object
   /**
