@@ -89,9 +89,6 @@ describe("muse with worktrees", () => {
     const evil = path.join(sb.root, "evil.sh")
     fs.writeFileSync(evil, `#!/bin/sh\ntouch "${marks}/$1"\ncat\n`, { mode: 0o755 })
     fs.writeFileSync(path.join(repo, ".gitattributes"), "* filter=evil\n")
-    execFileSync("git", ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qam", "x"], {
-      cwd: repo
-    })
     execFileSync("git", ["add", ".gitattributes"], { cwd: repo })
     execFileSync("git", ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qm", "attributes"], {
       cwd: repo
