@@ -461,6 +461,77 @@ export const make = (
           )
         : Effect.succeed(resultOf(data.isFailure, data.result))
 
+    /** What a write tool's start records: fingerprints of its paths, and what the tool itself looks at. */
+    const observeCall = (
+      def: Tools.Definition,
+      params: unknown,
+      ctx: Tools.CallContext,
+      paths: ReadonlyArray<string>
+    ): Effect.Effect<Record<string, unknown>> =>
+      Effect.gen(function* () {
+        const observed: Record<string, unknown> = {}
+        if (paths.length > 0) observed.fingerprint = yield* snapshot(paths)
+        if (def.observe) {
+          observed.state = yield* def
+            .observe(params, ctx)
+            .pipe(
+              Effect.catchAllDefect((d) => Effect.succeed({ unobserved: d instanceof Error ? d.message : String(d) }))
+            )
+        }
+        return observed
+      })
+
+    /**
+     * Settle an interrupted call the tool's own way (`Tools.Definition.settle`): it looks at the
+     * world and says done, rerun or interrupted. The outcome records which (`settled`).
+     */
+    const settleByTool = (def: Tools.Definition, params: unknown, ctx: Tools.CallContext, intent: Event.Envelope) =>
+      Effect.gen(function* () {
+        const observed = ((intent.data as any)?.observed as { state?: unknown } | undefined)?.state
+        const settlement = yield* def.settle!(params, { ...ctx, observed }).pipe(
+          Effect.map((s): Tools.Settlement | { readonly _tag: "failed"; readonly error: string } => s),
+          Effect.catchAll((e) => Effect.succeed({ _tag: "failed" as const, error: e.message })),
+          Effect.catchAllDefect((d) =>
+            Effect.succeed({ _tag: "failed" as const, error: d instanceof Error ? d.message : String(d) })
+          )
+        )
+        switch (settlement._tag) {
+          case "done":
+            return { raw: resultOf(false, settlement.result), settled: "done" as const }
+          case "rerun":
+            return {
+              raw: yield* def.handler(params, ctx).pipe(
+                Effect.map((r) => resultOf(false, r)),
+                Effect.catchAll((e) =>
+                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                ),
+                Effect.catchAllDefect((d) =>
+                  Effect.succeed(
+                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+                  )
+                )
+              ),
+              settled: "rerun" as const
+            }
+          case "interrupted":
+            return {
+              raw: resultOf(true, settlement.reason ? { error: settlement.reason } : interruptedToolResult(def.name)),
+              settled: "interrupted" as const
+            }
+          case "failed":
+            return {
+              raw: resultOf(true, {
+                error: `${interruptedToolResult(def.name).error} Looking at what it did failed: ${settlement.error}`
+              }),
+              settled: "interrupted" as const
+            }
+        }
+      }).pipe(
+        Effect.flatMap(({ raw, settled }) =>
+          Effect.map(encodeResult(raw), (stored) => ({ raw, stored: { ...stored, settled } }))
+        )
+      )
+
     /** Run one tool call end to end; never fails for tool reasons (those go back to the model). */
     const runToolCall = (call: Model.ToolCall, options: SendOptions) =>
       Effect.gen(function* () {
@@ -529,6 +600,41 @@ export const make = (
         const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
         // the result as it goes into the log: inline, or (when large) in the blob store
         const store = (r: Plugin.ToolResult) => Effect.map(encodeResult(r), (stored) => ({ raw: r, stored }))
+        /** The default settlement: re-run reads and idempotent tools; judge a write by its fingerprints. */
+        const settleByFingerprint = (intent: Event.Envelope) =>
+          Effect.gen(function* () {
+            if (def.effect === "read" || def.idempotent) return undefined
+            const recorded = (intent.data as any)?.observed?.fingerprint as Record<string, string | null> | undefined
+            if (def.effect === "write" && recorded) {
+              const files = Object.keys(recorded)
+              if (workspace.discardPartial) yield* workspace.discardPartial(files)
+              const now = yield* workspace.fingerprint(files)
+              if (files.every((p) => recorded[p] === now[p])) return undefined
+              // The write may have happened. Put the files back as they were before it, run it
+              // again, and keep the result only if it leaves exactly what was found: then the
+              // outcome is the one the interrupted run would have recorded.
+              const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
+              const restored = yield* Effect.forEach(files, (p) =>
+                recorded[p] === null
+                  ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
+                  : rec.getBlob(recorded[p]!).pipe(
+                      Effect.flatMap((bytes) => workspace.restore(p, bytes)),
+                      Effect.orElseSucceed(() => false)
+                    )
+              )
+              if (restored.every(Boolean)) {
+                const again = yield* def.handler(params, ctx).pipe(
+                  Effect.map((r) => resultOf(false, r)),
+                  Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
+                )
+                const after = yield* workspace.fingerprint(files)
+                if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
+              }
+              // Someone else changed the files: leave them as they were found.
+              yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
+            }
+            return resultOf(true, interruptedToolResult(def.name))
+          }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
         const { value: completed, outcome } = yield* Recorder.stepWith<
           { readonly raw: Plugin.ToolResult; readonly stored: object },
           Recorder.RecorderError,
@@ -545,7 +651,7 @@ export const make = (
               params
             }
           },
-          observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
+          observe: paths.length > 0 || def.observe ? observeCall(def, params, ctx, paths) : undefined,
           run: () =>
             Effect.flatMap(aliasRefusal(paths), (refusal) =>
               refusal !== undefined
@@ -573,40 +679,7 @@ export const make = (
           outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
           outcomeTypes: ["tool.completed"],
           fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),
-          settle: (intent) =>
-            Effect.gen(function* () {
-              if (def.effect === "read" || def.idempotent) return undefined
-              const recorded = (intent.data as any)?.observed?.fingerprint as Record<string, string | null> | undefined
-              if (def.effect === "write" && recorded) {
-                const files = Object.keys(recorded)
-                if (workspace.discardPartial) yield* workspace.discardPartial(files)
-                const now = yield* workspace.fingerprint(files)
-                if (files.every((p) => recorded[p] === now[p])) return undefined
-                // The write may have happened. Put the files back as they were before it, run it
-                // again, and keep the result only if it leaves exactly what was found: then the
-                // outcome is the one the interrupted run would have recorded.
-                const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
-                const restored = yield* Effect.forEach(files, (p) =>
-                  recorded[p] === null
-                    ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
-                    : rec.getBlob(recorded[p]!).pipe(
-                        Effect.flatMap((bytes) => workspace.restore(p, bytes)),
-                        Effect.orElseSucceed(() => false)
-                      )
-                )
-                if (restored.every(Boolean)) {
-                  const again = yield* def.handler(params, ctx).pipe(
-                    Effect.map((r) => resultOf(false, r)),
-                    Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
-                  )
-                  const after = yield* workspace.fingerprint(files)
-                  if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
-                }
-                // Someone else changed the files: leave them as they were found.
-                yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
-              }
-              return resultOf(true, interruptedToolResult(def.name))
-            }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
+          settle: (intent) => (def.settle ? settleByTool(def, params, ctx, intent) : settleByFingerprint(intent))
         })
         const raw = completed.raw
         const changes =

@@ -95,7 +95,8 @@ export const defaultRoles: ReadonlyArray<Plugin.Role> = [
 
 interface Letter {
   readonly id: string
-  readonly kind: "task" | "message" | "review" | "verdict" | "stop"
+  /** `fail`: the member's workspace is gone (see `Plugin.SpawnResult.unavailable`); it fails on reading it. */
+  readonly kind: "task" | "message" | "review" | "verdict" | "stop" | "fail"
   readonly from: string
   readonly text: string
   readonly data?: unknown
@@ -445,8 +446,31 @@ export const make = (
         Effect.provideService(Recorder.Recorder, rec)
       )
 
+    /**
+     * The member's workspace could not be given back after a restart (the world is not as the log
+     * says). Its recorded past still replays; once it goes on live, the first letter it reads is
+     * this one, and it fails: recorded, reported to the main agent, never working elsewhere.
+     */
+    const workspaceLost = (m: Member, why: string) =>
+      Effect.gen(function* () {
+        // a member that ended gets a new workspace when it is restarted
+        if (m.status === "failed" || m.status === "stopped") return
+        const prefix = `${m.name}:workspace-lost:`
+        const n = [...m.consumed, ...m.mailbox.map((l) => l.id)].filter((id) => id.startsWith(prefix)).length
+        m.mailbox.unshift({
+          id: `${prefix}${n + 1}`,
+          kind: "fail",
+          from: "crew",
+          text: `its workspace could not be given back after the restart: ${why}`
+        })
+        yield* Deferred.succeed(m.signal, undefined)
+      })
+
     /** A member's life; `restored`: it was spawned before the checkpoint it comes back from. */
-    const memberLoop = (m: Member, restored: boolean): Effect.Effect<void, Recorder.RecorderError | CrewError> =>
+    const memberLoop = (
+      m: Member,
+      restored: boolean
+    ): Effect.Effect<void, Recorder.RecorderError | CrewError | Plugin.SpawnFailed> =>
       Effect.gen(function* () {
         let workspace: Workspace.Service | undefined
         if (!restored) {
@@ -454,6 +478,7 @@ export const make = (
           yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
           workspace = spawned?.workspace
           if (spawned) m.ownWorkspace = { info: spawned.info ?? null }
+          if (spawned?.unavailable !== undefined) yield* workspaceLost(m, spawned.unavailable)
         }
         const agent = m.agent ?? (yield* makeAgent(m, workspace, undefined))
         m.agent = agent
@@ -464,6 +489,7 @@ export const make = (
           const got = yield* receive(m, "crew.task.received", (l) => l.kind !== "verdict")
           if (Option.isNone(got)) return
           const letter = got.value.value
+          if (letter.kind === "fail") return yield* new CrewError({ message: letter.text })
           if (letter.kind === "stop") {
             m.status = "stopped"
             yield* record(m, "crew.stopped", { by: letter.from })
@@ -755,6 +781,15 @@ export const make = (
       })
     }
 
+    if (rec.mode !== "live") {
+      // before any member comes back: plugins put the world back as the log (and checkpoint) say
+      yield* plugins.onResume({
+        events: rec.recorded,
+        workspaces: (options.restore?.members ?? []).flatMap((saved) =>
+          saved.workspace !== undefined ? [{ agent: saved.name, info: saved.workspace }] : []
+        )
+      })
+    }
     if (options.restore) {
       const state = options.restore
       if (policy.checkpoint) yield* policy.checkpoint.restore(state.policy)
@@ -790,6 +825,7 @@ export const make = (
           }
           workspace = back.workspace
           m.ownWorkspace = { info: saved.workspace }
+          if (back.unavailable !== undefined) yield* workspaceLost(m, back.unavailable)
         }
         // a member that had no agent yet gets one when it is restarted (in the workspace its spawn gives)
         if (saved.agent) m.agent = yield* makeAgent(m, workspace, saved.agent)

@@ -101,6 +101,8 @@ export interface Service {
   readonly peek: (agent: string) => Effect.Effect<Option.Option<Event.Envelope>>
   /** `replay` never runs effects; `resume` and `live` may. */
   readonly mode: "live" | "replay" | "resume"
+  /** The recorded events this recorder replays (those after a checkpoint, when a run starts from one); none live. */
+  readonly recorded: ReadonlyArray<Event.Envelope>
   /**
    * Store a payload (live; see `EventLog.Service.putBlob`) — replaying, the payload is already in
    * the blob store and only its hash is computed.
@@ -172,6 +174,7 @@ export const makeLive = (
     replaying: () => Effect.succeed(false),
     peek: () => Effect.succeed(Option.none()),
     mode: "live",
+    recorded: [],
     putBlob: log.putBlob,
     getBlob: log.getBlob,
     events: [],
@@ -362,6 +365,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
         return q && q.cursor < q.events.length ? Option.some(q.events[q.cursor]!) : Option.none()
       }),
     mode: options.mode,
+    recorded: options.events,
     putBlob: (data, blobOptions) =>
       Effect.suspend(() => {
         if (live) return live.putBlob(data, blobOptions)
@@ -538,6 +542,26 @@ const afterIntent = <A, E, R>(
     })
     return { value, outcome: out }
   })
+
+/**
+ * Take back, as they were, every event `agent` still has recorded (replaying or resuming), and
+ * return them; live, none. For what a program records once per run under a name of its own — an
+ * observation of the world at resume, say — which a later run cannot produce again and a replay
+ * cannot look at: each run first takes back what earlier runs recorded, then (resuming) records
+ * its own.
+ */
+export const takeRecorded = (agent: string): Effect.Effect<ReadonlyArray<Event.Envelope>, RecorderError, Recorder> =>
+  Effect.flatMap(Recorder, (rec) =>
+    Effect.gen(function* () {
+      const out: Array<Event.Envelope> = []
+      while (yield* rec.replaying(agent)) {
+        const next = yield* rec.peek(agent)
+        if (Option.isNone(next)) break
+        out.push(yield* rec.append(Event.toDraft(next.value)))
+      }
+      return out
+    })
+  )
 
 /** Record a plain event (no effect attached). */
 export const record = (draft: Event.Draft): Effect.Effect<Event.Envelope, RecorderError, Recorder> =>

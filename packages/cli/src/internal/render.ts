@@ -315,7 +315,8 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
     case "crew.spawned":
       return [s.dim(`+ ${x(e.agent)} joined the crew (${x(data.role, "?")})`)]
     case "crew.task.received":
-      return data.kind === "stop"
+      // a `fail` letter is followed by the member's failure, which says why
+      return data.kind === "stop" || data.kind === "fail"
         ? []
         : [`${tag}${s.dim(`← ${x(data.kind, "task")} from ${x(data.from, "?")}: ${firstLine(data.text, 160, s)}`)}`]
     case "crew.task.done":
@@ -326,6 +327,22 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       return [`${tag}${s.red(`✗ failed: ${firstLine(data.error, 200, s)}`)}`]
     case "crew.stopped":
       return [`${tag}${s.dim("stopped")}`]
+    case "worktree.reattached": {
+      const all: Array<any> = Array.isArray(data.worktrees) ? data.worktrees : []
+      const back = all.filter((w) => w.status !== "failed")
+      return [
+        ...(back.length > 0
+          ? [
+              s.dim(
+                `↺ worktrees back after the restart: ${back.map((w) => `${x(w.agent)} (${x(w.status)})`).join(", ")}`
+              )
+            ]
+          : []),
+        ...all
+          .filter((w) => w.status === "failed")
+          .map((w) => s.red(`✗ the worktree of ${x(w.agent)} could not be brought back: ${firstLine(w.error, 200, s)}`))
+      ]
+    }
     case "crew.review.requested":
       return [`${tag}${s.dim(`asks ${x(data.reviewer, "a reviewer")} for a review (round ${x(data.round, "1")})`)}`]
     case "crew.verdict.received":

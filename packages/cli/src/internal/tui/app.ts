@@ -441,7 +441,7 @@ export class App {
         this.crew.set(e.agent, { role: String(data.role ?? "?"), status: "idle", task: null, tasks: 0 })
         return
       case "crew.task.received":
-        if (m && data.kind !== "stop") {
+        if (m && data.kind !== "stop" && data.kind !== "fail") {
           m.status = "working"
           m.task = String(data.text ?? "").split("\n")[0] ?? null
           m.tasks++
