@@ -34,6 +34,21 @@ const toCli = (e: { readonly _tag: string; readonly message: string }) =>
     message: e.message
   })
 
+/** The state directory of the file log (rewind and fork read and write its files). */
+const fileDir = (cwd: string | undefined, env: Session.Env) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const { location, store } = yield* Session.storeFor({ cwd, log: undefined }, env)
+      if (location.kind !== "dir") {
+        return yield* new CliError({
+          code: ExitCode.Usage,
+          message: `rewind and fork work on sessions in a state directory; ${location.display} is a database`
+        })
+      }
+      return { dir: location.dir, store }
+    })
+  )
+
 /** The turns of a session, for a person to pick a point from. */
 export const describeTurns = (turns: ReadonlyArray<Rewind.Turn>): ReadonlyArray<string> =>
   turns.map((t) => {
@@ -48,61 +63,63 @@ export const describeTurns = (turns: ReadonlyArray<Rewind.Turn>): ReadonlyArray<
 
 /** `muse rewind [id] --to <seq|turn:n|last|undo> [--force]`. */
 export const rewind = (options: RewindOptions, out: History.Out): Effect.Effect<number, CliError> =>
-  Effect.gen(function* () {
-    const dir = yield* Session.stateDirFor({ cwd: options.cwd }, options.env)
-    const session = options.session ?? (yield* Session.latestSession(dir))
-    if (options.to === undefined) {
-      const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(toCli))
-      const turns = Rewind.turns(events)
-      out.write(
-        `${[
-          `session ${session}: pick a point with --to (turn:<n> is just before that turn's prompt)`,
-          ...describeTurns(turns)
-        ]
-          .map((l) => escapeUnsafe(l, out.style))
-          .join("\n")}\n`
-      )
-      return ExitCode.Usage
-    }
-    const prepared = yield* Session.prepareResume(
-      session,
-      { ...Session.emptyFlags, cwd: options.cwd, script: options.script },
-      options.env,
-      Session.headlessTrust({ ...Session.emptyFlags, trust: false }, options.env)
-    )
-    const notes: Array<string> = []
-    const done = yield* SessionRuntime.rewind({
-      session,
-      dir,
-      to: options.to,
-      force: options.force,
-      services: {
-        languageModel: prepared.languageModel,
-        plugins: prepared.plugins.plugins,
-        tools: Tools.make(prepared.events)
-      },
-      io: { output: (text) => Effect.sync(() => void notes.push(text)) }
-    }).pipe(
-      Effect.catchTag("RewindRefused", (e) =>
-        Effect.fail(
-          new CliError({
-            code: ExitCode.Failed,
-            message: `not rewound: ${e.files.length} file${e.files.length === 1 ? " was" : "s were"} changed since the session last wrote ${e.files.length === 1 ? "it" : "them"}: ${e.files.join(", ")}`,
-            detail: `They are left as they are. To put them back anyway (their current content is kept in the log, so the rewind can be undone): muse rewind ${session} --to ${options.to} --force`
-          })
+  Effect.scoped(
+    Effect.gen(function* () {
+      const { dir } = yield* fileDir(options.cwd, options.env)
+      const session = options.session ?? (yield* latest(dir))
+      if (options.to === undefined) {
+        const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(toCli))
+        const turns = Rewind.turns(events)
+        out.write(
+          `${[
+            `session ${session}: pick a point with --to (turn:<n> is just before that turn's prompt)`,
+            ...describeTurns(turns)
+          ]
+            .map((l) => escapeUnsafe(l, out.style))
+            .join("\n")}\n`
         )
-      ),
-      Effect.mapError((e) => (e instanceof CliError ? e : toCli(e as { _tag: string; message: string })))
-    )
-    yield* prepared.plugins.close
-    const lines = [...Rewind.describe(done.plan, done.result)]
-    lines.push(
-      `the conversation goes on from turn ${done.plan.target.turn}: muse resume ${session}`,
-      `undo: muse rewind ${session} --to undo`
-    )
-    out.write(`${lines.map((l) => escapeUnsafe(l, out.style)).join("\n")}\n`)
-    return done.result.failed.length > 0 ? ExitCode.Failed : ExitCode.Success
-  })
+        return ExitCode.Usage
+      }
+      const prepared = yield* Session.prepareResume(
+        session,
+        { ...Session.emptyFlags, cwd: options.cwd, script: options.script },
+        options.env,
+        Session.headlessTrust({ ...Session.emptyFlags, trust: false }, options.env)
+      )
+      const notes: Array<string> = []
+      const done = yield* SessionRuntime.rewind({
+        session,
+        dir,
+        to: options.to,
+        force: options.force,
+        services: {
+          languageModel: prepared.languageModel,
+          plugins: prepared.plugins.plugins,
+          tools: Tools.make(prepared.events)
+        },
+        io: { output: (text) => Effect.sync(() => void notes.push(text)) }
+      }).pipe(
+        Effect.catchTag("RewindRefused", (e) =>
+          Effect.fail(
+            new CliError({
+              code: ExitCode.Failed,
+              message: `not rewound: ${e.files.length} file${e.files.length === 1 ? " was" : "s were"} changed since the session last wrote ${e.files.length === 1 ? "it" : "them"}: ${e.files.join(", ")}`,
+              detail: `They are left as they are. To put them back anyway (their current content is kept in the log, so the rewind can be undone): muse rewind ${session} --to ${options.to} --force`
+            })
+          )
+        ),
+        Effect.mapError((e) => (e instanceof CliError ? e : toCli(e as { _tag: string; message: string })))
+      )
+      yield* prepared.plugins.close
+      const lines = [...Rewind.describe(done.plan, done.result)]
+      lines.push(
+        `the conversation goes on from turn ${done.plan.target.turn}: muse resume ${session}`,
+        `undo: muse rewind ${session} --to undo`
+      )
+      out.write(`${lines.map((l) => escapeUnsafe(l, out.style)).join("\n")}\n`)
+      return done.result.failed.length > 0 ? ExitCode.Failed : ExitCode.Success
+    })
+  )
 
 export interface ForkOptions {
   readonly session: string | undefined
@@ -115,8 +132,8 @@ export interface ForkOptions {
 /** `muse fork [id] --at <seq|turn:n|last>`. */
 export const fork = (options: ForkOptions, out: History.Out): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
-    const dir = yield* Session.stateDirFor({ cwd: options.cwd }, options.env)
-    const session = options.session ?? (yield* Session.latestSession(dir))
+    const { dir } = yield* fileDir(options.cwd, options.env)
+    const session = options.session ?? (yield* latest(dir))
     const at = options.at ?? "last"
     const forked = yield* SessionRuntime.fork({ session, at, dir }).pipe(
       Effect.mapError((e) => toCli(e as { _tag: string; message: string }))
@@ -150,3 +167,12 @@ export const forkOf = (
     ? { session: fork.session, seq: fork.seq }
     : undefined
 }
+
+/** The newest session of a state directory. */
+const latest = (dir: string): Effect.Effect<string, CliError> =>
+  Effect.gen(function* () {
+    const list = yield* EventLogFile.sessions({ dir }).pipe(Effect.mapError(Session.logError))
+    const first = list.find((s) => s.events > 0)
+    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${dir} yet` })
+    return first.id
+  })
