@@ -79,7 +79,7 @@ describe.skipIf(skip !== undefined)(`muse --log postgres://…${skip ? ` (skippe
     // and without either, the state directory has no such session
     const local = muse(["replay", session], { sb, cwd: repo })
     expect(local.code).toBe(2)
-    expect(local.stderr).toContain(`no session ${session}`)
+    expect(local.stderr).toContain(`no such session: "${session}"`)
   }, 120_000)
 
   it("a run killed with SIGKILL resumes from the database in another state directory; each shell append happens once; replay --verify passes", async () => {

@@ -1,7 +1,7 @@
 /**
  * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { Args, CliConfig, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, type Console, Effect, Either, Exit, Option } from "effect"
 import { plain, stringifySafe, stripAnsi, styleFor, terminalSafe } from "./ansi.js"
@@ -481,7 +481,11 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   )
 
   // help and usage errors go through Effect's Console; without colours (a pipe, NO_COLOR) they carry no escapes
-  const program = cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>
+  // the parser's own options (--completions, --log-level, --wizard) are not muse's: the strict flag table refuses them
+  const program = cli(["node", "muse", ...argv]).pipe(
+    Effect.provide(CliConfig.layer({ showBuiltIns: false })),
+    Effect.provide(NodeContext.layer)
+  ) as Effect.Effect<void, unknown>
   const exit = await Effect.runPromiseExit(
     outStyle === plain ? Effect.flatMap(Effect.console, (c) => Effect.withConsole(program, withoutEscapes(c))) : program
   )
