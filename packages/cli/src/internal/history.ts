@@ -132,10 +132,7 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
     fmtTime(r.lastEventAt),
     Render.fmtInt(r.events),
     fmtSize(r.bytes),
-    escapeUnsafe(
-      `${r.forkOf ? `fork of ${r.forkOf.session} at seq ${r.forkOf.seq}: ` : ""}${r.title.replace(/[ \t\n]+/g, " ")}`,
-      s
-    )
+    escapeUnsafe(r.title.replace(/[ \t\n]+/g, " "), s)
   ])
   const widths = header.map((h, i) => (i === 5 ? 0 : Math.max(h.length, ...cells.map((c) => width(c[i]!)))))
   const fixed = widths.slice(0, 5).reduce((a, b) => a + b + 2, 0)
@@ -153,7 +150,11 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
       .join("  ")
       .trimEnd()
   out.write(`${row(header, s.bold)}\n`)
-  for (const c of cells) out.write(`${row(c)}\n`)
+  rows.forEach((r, i) => {
+    out.write(`${row(cells[i]!)}\n`)
+    // the family on a line of its own, so the title column does not cut it off
+    if (r.forkOf) out.write(`  └ ${escapeUnsafe(`fork of ${r.forkOf.session} at seq ${r.forkOf.seq}`, s)}\n`)
+  })
 }
 
 // ---------------------------------------------------------------------------------------------
