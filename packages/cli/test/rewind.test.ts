@@ -220,3 +220,98 @@ describe("muse fork", () => {
     expect(bad.stderr).toMatch(/turn/)
   }, 180_000)
 })
+
+describe("/rewind in the terminal", () => {
+  it("lists the turns to pick from, asks before overwriting a file the user changed, restores the rest, and the conversation goes on from there", async () => {
+    const sb = sandbox({ TERM: "xterm-256color" })
+    const repo = buggyRepo(sb.root)
+    const script = writeScript(sb, "rewind", rewindScript)
+    const t = spawnInTerminal(process.execPath, [bin, "--script", script, "--approval-mode", "auto"], {
+      cwd: repo,
+      env: sb.env,
+      cols: 100,
+      rows: 40
+    })
+    term = t
+    await t.waitFor("Type a task, or /help")
+    for (const [prompt, answer] of TURNS) {
+      await t.waitFor(/\n› $/m)
+      t.type(`${prompt}\r`)
+      await t.waitFor(answer)
+    }
+    await t.waitFor(/\n› $/m)
+    const session = /session (\d{8}-\d{6}-[0-9a-f]{6})/.exec(t.all())![1]!
+    expect(files(repo)).toEqual(LATEST)
+    // someone else changes b.txt meanwhile
+    fs.writeFileSync(path.join(repo, "b.txt"), "the user's own b\n")
+
+    t.type("/rewind\r")
+    await t.waitFor("rewind to just before a turn")
+    let all = t.all()
+    expect(all).toMatch(/\[1\] turn 1 \(seq \d+\): write the first notes — a\.txt, b\.txt/)
+    expect(all).toMatch(/\[2\] turn 2 \(seq \d+\): now the second notes — a\.txt, c\.txt/)
+    expect(all).toMatch(/\[3\] turn 3 \(seq \d+\): and the third notes — b\.txt/)
+    // the keys work once the question has been on screen for a moment
+    await t.waitFor("which turn? (enter: 3)")
+    t.type("2\r")
+
+    // b.txt was changed by someone else: overwrite or keep?
+    await t.waitFor("changed since the session last wrote it, by someone else:")
+    expect(t.all()).toMatch(/^ {4}b\.txt$/m)
+    await t.waitFor("[k] keep them (rewind the rest)  [o] overwrite them")
+    expect(files(repo)).toEqual({ ...LATEST, b: "the user's own b\n" })
+    t.type("k")
+    await t.waitFor(/› \/rewind turn:2\s*$/m)
+    await t.waitFor("undo with: /rewind undo")
+    all = t.all()
+    expect(all).toMatch(/rewound to seq \d+ \(before turn 2\): 2 files restored/)
+    expect(all).toContain("kept b.txt (changed since by someone else)")
+    expect(all).toContain("echo shell > shell.txt")
+    expect(files(repo)).toEqual({ a: "A one\n", b: "the user's own b\n", c: null })
+
+    // the conversation goes on from before turn 2: the next request holds turn 1 and the new prompt only
+    await t.waitFor(/\n› $/m)
+    t.type("what now?\r")
+    await t.waitFor("The session goes on from here.")
+    await t.waitFor(/\n› $/m)
+
+    // esc leaves the list: nothing changes
+    t.type("/rewind\r")
+    await t.waitFor("which turn? (enter: 4)")
+    t.type("\x1b")
+    await t.waitFor("not rewound")
+    expect(files(repo)).toEqual({ a: "A one\n", b: "the user's own b\n", c: null })
+
+    // before the first turn, overwriting the user's b.txt this time: nothing the session wrote is left
+    await t.waitFor(/\n› $/m)
+    t.type("/rewind\r")
+    await t.waitFor("which turn? (enter: 4)")
+    t.type("1\r")
+    await t.waitFor("[k] keep them (rewind the rest)  [o] overwrite them")
+    t.type("o")
+    await t.waitFor(/› \/rewind turn:1 --force\s*$/m)
+    await t.waitFor(/rewound to seq \d+ \(before turn 1\): \d+ files? restored/)
+    expect(files(repo)).toEqual({ a: null, b: null, c: null })
+    await t.waitFor(/\n› $/m)
+    t.type("\x04")
+    expect((await t.exited).exitCode).toBe(0)
+
+    const events = readLog(sb, session)
+    const firstRequestAfter = (text: string) => {
+      const at = events.findIndex((e) => e.type === "user.input" && e.data.text === text)
+      return events.slice(at).find((e) => e.type === "model.requested" && e.agent === "main").data.messages
+    }
+    expect(firstRequestAfter("what now?")).toBe(firstRequestAfter(TURNS[1]![0]))
+    expect(firstRequestAfter("what now?")).toBeLessThan(firstRequestAfter(TURNS[2]![0]))
+    expect(events.filter((e) => e.type === "rewind.conversation").map((e) => e.data.reset)).toEqual([true, true])
+    // what the user had written is in the log: the overwrite can be undone
+    expect(
+      events
+        .filter((e) => e.type === "rewind.completed")
+        .at(-1)
+        .data.restored.map((f: any) => f.path)
+        .sort()
+    ).toEqual(["a.txt", "b.txt"])
+    verifies(sb, repo, session)
+  }, 180_000)
+})

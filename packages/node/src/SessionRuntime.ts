@@ -916,15 +916,24 @@ export const rewindPlan = (options: {
 }) =>
   Effect.gen(function* () {
     const events = yield* EventLogFile.readSession(options.session, { dir: options.dir })
+    return { events, ...(yield* planRewind(events, options.to)) }
+  })
+
+/**
+ * What `/rewind <to>` would do to a session whose events are at hand (from any log store), and
+ * which of its files someone else changed since, named `agent:path` for crew worktrees.
+ */
+export const planRewind = (events: ReadonlyArray<Event.Envelope>, to: string) =>
+  Effect.gen(function* () {
     const cfg = yield* configOf(events)
-    const target = Rewind.resolve(events, options.to)
+    const target = Rewind.resolve(events, to)
     if (Either.isLeft(target)) return yield* new Session.RewindError({ message: target.left })
     const plan = Rewind.plan(events, target.right)
     const roots = agentRoots(events)
     const changed = yield* Rewind.changedSince(plan, (agent) =>
       Effect.option(WorkspaceNode.make(roots.get(agent) ?? cfg.root)).pipe(Effect.map(Option.getOrUndefined))
     )
-    return { events, config: cfg, plan, changed }
+    return { config: cfg, plan, changed }
   })
 
 /**
