@@ -530,12 +530,10 @@ class Live {
               const now = yield* Effect.promise(() => fs.promises.readFile(t.abs, "utf8").catch(() => undefined))
               if (now === undefined) continue
               yield* Effect.promise(() =>
-                self.client
-                  .request("fs/write_text_file", { sessionId: self.id, path: t.abs, content: now })
-                  .then(
-                    () => undefined,
-                    (e: unknown) => self.note(`the editor did not take the new ${t.rel}: ${describeError(e)}`)
-                  )
+                self.client.request("fs/write_text_file", { sessionId: self.id, path: t.abs, content: now }).then(
+                  () => undefined,
+                  (e: unknown) => self.note(`the editor did not take the new ${t.rel}: ${describeError(e)}`)
+                )
               )
             }
           }
@@ -644,7 +642,8 @@ const numberedFromBuffer = (rel: string, text: string, offset: number | undefine
   const end = start + shown.length - 1
   const notes = ["read from the editor, where the file has unsaved changes (the file on disk differs)"]
   if (capped) notes.push(`output capped; continue with offset=${end + 1}`)
-  else if (lines.length > 0 && start > lines.length) notes.push(`offset ${start} is past the end: ${lines.length} lines`)
+  else if (lines.length > 0 && start > lines.length)
+    notes.push(`offset ${start} is past the end: ${lines.length} lines`)
   return {
     path: rel,
     content: shown.join("\n"),
