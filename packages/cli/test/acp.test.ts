@@ -282,8 +282,11 @@ describe("muse acp", () => {
             {
               text: "Editing.",
               tools: [
-                { name: "edit_file", params: { path: "sum.js", old_string: "a - b", new_string: "a + b" } },
-                { name: "edit_file", params: { path: "sum.test.js", old_string: "2, 3), 5", new_string: "2, 2), 4" } }
+                { name: "edit_file", params: { path: "sum.js", edits: [{ old_text: "a - b", new_text: "a + b" }] } },
+                {
+                  name: "edit_file",
+                  params: { path: "sum.test.js", edits: [{ old_text: "2, 3), 5", new_text: "2, 2), 4" }] }
+                }
               ]
             },
             { text: "Done." }
@@ -302,7 +305,14 @@ describe("muse acp", () => {
       expect(r.stopReason).toBe("end_turn")
       const log = readLog(sb, sessionId)
       const done = log.filter((e: any) => e.type === "tool.completed").map((e: any) => e.data)
-      expect(done).toHaveLength(4)
+      expect(
+        done,
+        JSON.stringify(
+          log
+            .filter((e: any) => e.type.startsWith("tool") || e.type.startsWith("approval"))
+            .map((e: any) => [e.type, e.data])
+        )
+      ).toHaveLength(4)
       // the unsaved buffer is what the model read, and it is told so
       expect(done[0].result.content).toBe("     1\texport const sum = (a, b) => a * b // typing")
       expect(done[0].result.note).toMatch(/unsaved changes/)
