@@ -139,6 +139,11 @@ export interface Agent {
    * goes on with it from there.
    */
   readonly interrupted: Effect.Effect<Option.Option<TurnState>>
+  /**
+   * Go back to a conversation `save` gave earlier (a rewind): the history is replaced, the usage
+   * spent so far stays. Call it only when no turn is running.
+   */
+  readonly reset: (state: State) => Effect.Effect<void>
 }
 
 /** A text as an event holds it: inline, or (when large) in the blob store with its size and first characters. */
@@ -963,6 +968,12 @@ export const make = (
         stepResults = []
         return { history: [...history], stable, usage }
       }),
-      interrupted: Effect.sync(() => Option.fromNullable(interruptedTurn))
+      interrupted: Effect.sync(() => Option.fromNullable(interruptedTurn)),
+      reset: (state) =>
+        Effect.sync(() => {
+          history.splice(0, history.length, ...state.history)
+          // the model checks the prompt it gets against its previous one; nothing is known to be the same
+          stable = 0
+        })
     } satisfies Agent
   })

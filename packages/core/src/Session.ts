@@ -12,13 +12,22 @@
  *
  * // const report = yield* Session.replay(program, { events, verify: true })
  * // report.matched === events.length
+ *
+ * // inside a recorded program: put every file the session's tools changed back to turn 2
+ * // const { plan, result } = yield* Session.rewind({ events, to: "turn:2", workspaceFor })
+ * // result.restored, result.kept (changed since by someone else), plan.notUndone (shell commands)
+ *
+ * // a new session that starts as this one was at seq 120, in another checkout
+ * // const forked = Session.fork({ events, session: "s1", at: "120", root: "/work/s1-fork" })
  * ```
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import type * as Event from "./Event.js"
 import * as EventLog from "./EventLog.js"
 import * as Recorder from "./Recorder.js"
 import type * as Redactor from "./Redactor.js"
+import * as Rewind from "./Rewind.js"
+import type * as Workspace from "./Workspace.js"
 
 export interface ReplayReport {
   /** Recorded events the program reproduced. */
@@ -123,3 +132,63 @@ export const run = <A, E, R>(
       Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
     )
   )
+
+/** A rewind or fork target that the session does not have. */
+export class RewindError extends Schema.TaggedError<RewindError>("@musekit/core/RewindError")("RewindError", {
+  message: Schema.String
+}) {}
+
+/**
+ * Put the files the session's tools changed back to a point of its log (`Rewind.resolve` reads
+ * `to`), recorded as a step so that replay serves it and a later rewind can undo it. `events` are
+ * the session's events so far. Files someone else changed since are kept unless `force`.
+ */
+export const rewind = (options: {
+  readonly events: ReadonlyArray<Event.Envelope>
+  readonly to: string
+  readonly workspaceFor: (agent: string) => Effect.Effect<Workspace.Service | undefined>
+  readonly force?: boolean | undefined
+}): Effect.Effect<
+  { readonly plan: Rewind.Plan; readonly result: Rewind.Result },
+  RewindError | Recorder.RecorderError,
+  Recorder.Recorder
+> =>
+  Effect.gen(function* () {
+    const target = Rewind.resolve(options.events, options.to)
+    if (Either.isLeft(target)) return yield* new RewindError({ message: target.left })
+    const plan = Rewind.plan(options.events, target.right)
+    const result = yield* Rewind.apply({ plan, workspaceFor: options.workspaceFor, force: options.force })
+    return { plan, result }
+  })
+
+/**
+ * The log of a new session that starts as `session` was at `at` (a seq, `turn:<n>` or `last`):
+ * its events up to that point, unchanged except that `session.started` names the fork
+ * (`config.fork = { session, seq }`) and, when given, the new workspace root. The parent's log is
+ * only read.
+ */
+export const fork = (options: {
+  readonly events: ReadonlyArray<Event.Envelope>
+  readonly session: string
+  readonly at: string
+  readonly root?: string | undefined
+}): Either.Either<{ readonly events: ReadonlyArray<Event.Envelope>; readonly target: Rewind.Target }, RewindError> =>
+  Either.gen(function* () {
+    const target = yield* Either.mapLeft(
+      Rewind.resolve(options.events, options.at),
+      (m) => new RewindError({ message: m })
+    )
+    const events = options.events
+      .filter((e) => e.seq <= target.seq)
+      .map((e) => {
+        if (e.type !== "session.started") return e
+        const data = e.data as { config?: Record<string, unknown> }
+        const config = {
+          ...data.config,
+          ...(options.root !== undefined ? { root: options.root } : {}),
+          fork: { session: options.session, seq: target.seq }
+        }
+        return { ...e, data: { ...data, config } }
+      })
+    return { events, target }
+  })

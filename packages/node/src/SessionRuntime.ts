@@ -16,6 +16,7 @@
  * // yield* SessionRuntime.start({ config, session, languageModel, io, dir })
  * ```
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
@@ -24,11 +25,12 @@ import {
   Approvals,
   Checkpoint,
   Crew,
-  type Event,
+  Event,
   EventLog,
   Model,
   Plugin,
   Recorder,
+  Rewind,
   Session,
   Skill,
   Stop,
@@ -80,7 +82,9 @@ export const Config = Schema.Struct({
    * server offered, say): a replay or a resume builds those plugins from this record instead of
    * asking the world again, so the session sees the same tools.
    */
-  discovered: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+  discovered: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  /** The session this one was forked from, and the seq of the parent's log it starts from. */
+  fork: Schema.optional(Schema.Struct({ session: Schema.String, seq: Schema.Number }))
 })
 export type Config = typeof Config.Type
 
@@ -259,6 +263,13 @@ export interface State {
 }
 
 export interface ProgramOptions {
+  /**
+   * The session's events before a seq, for `/rewind <target>` (it plans from the log); without
+   * it, a rewind is refused with a message.
+   */
+  readonly eventsBefore?:
+    | ((seq: number) => Effect.Effect<ReadonlyArray<Event.Envelope>, EventLog.EventLogError>)
+    | undefined
   /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
   readonly restore?: State | undefined
   /**
@@ -388,6 +399,54 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     }
     const output = io.output ?? (() => Effect.void)
     const turns: Array<Agent.TurnResult> = []
+    /** The main agent's conversation at each idle point, by the seq just before the input that followed. */
+    const idle = new Map<number, Agent.State>()
+    const workspace = yield* Workspace.Workspace
+    /** `/rewind <target>`: the files back from the log, then the conversation from that point. */
+    const rewind = (request: { readonly spec: string; readonly force: boolean }, at: number) =>
+      Effect.gen(function* () {
+        if (!options.eventsBefore) return yield* output("rewind: this session cannot read its own log here")
+        const events = yield* options.eventsBefore(at)
+        const target = Rewind.resolve(events, request.spec)
+        if (Either.isLeft(target)) return yield* output(`rewind: ${target.left}`)
+        const plan = Rewind.plan(events, target.right)
+        const roots = agentRoots(events)
+        const result = yield* Rewind.apply({
+          plan,
+          force: request.force,
+          workspaceFor: (agent) => {
+            const root = roots.get(agent)
+            if (root === undefined) return Effect.succeed(workspace)
+            return Effect.option(WorkspaceNode.make(root)).pipe(Effect.map(Option.getOrUndefined))
+          }
+        })
+        // whether the conversation went back too is decided live (a run restored from a checkpoint
+        // does not know the conversations before it) and served from the log on replay
+        const saved = idle.get(target.right.boundary)
+        const reset = yield* Recorder.poll<boolean>({
+          agent: "main",
+          type: "rewind.conversation",
+          take: Effect.succeed(Option.some(saved !== undefined)),
+          toData: (r) => ({ boundary: target.right.boundary, reset: r }),
+          fromData: (d) => (d as { reset: boolean }).reset === true
+        })
+        if (Option.isSome(reset) && reset.value.value) {
+          if (!saved) {
+            return yield* Effect.fail(
+              new CheckpointUnusable({ reason: `a rewind goes back to seq ${target.right.boundary}, before it` })
+            )
+          }
+          yield* main.reset(saved)
+        }
+        const lines = [...Rewind.describe(plan, result)]
+        if (Option.isSome(reset) && !reset.value.value) {
+          lines.push(
+            "the conversation was not rewound: this run started from a checkpoint after that point (muse rewind replays the whole session and can)"
+          )
+        }
+        lines.push("undo with: /rewind undo")
+        yield* output(lines.join("\n"))
+      })
     if (restore?.turn) {
       // taken mid-task: finish that task's turn first, as the session was doing
       const result = yield* main.resume(restore.turn.state, taskOptions(restore.turn.input))
@@ -398,7 +457,9 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     let first = options.recorded?.input
     while (true) {
       yield* checkpoint()
+      const before = yield* main.save
       let input: string
+      let inputSeq = 1
       if (first !== undefined) {
         input = first
         first = undefined
@@ -417,8 +478,10 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
           fromData: (d) => d as Agent.TextData
         })
         if (Option.isNone(got)) break
+        inputSeq = got.value.event.seq
         input = taken ?? (yield* Agent.loadText(rec, got.value.value))
       }
+      idle.set(inputSeq - 1, before)
       const text = input.trim()
       const approve = /^\/approve\s+(read-only|ask|auto-edit|auto)\s*$/.exec(text)
       if (approve) {
@@ -440,7 +503,10 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         continue
       }
       if (text === "/exit" || text === "/quit") break
-      if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
+      const rewindRequest = Rewind.parseInput(text)
+      if (rewindRequest) {
+        yield* rewind(rewindRequest, inputSeq)
+      } else if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
         const result = yield* (skills.invoke(text) as Effect.Effect<unknown, Skill.SkillError>).pipe(
           Effect.provideService(Skill.SkillContext, { agent: main, crew, output, sendOptions }),
           Effect.catchTag("SkillError", (e) => Effect.as(output(e.message), undefined))
@@ -511,6 +577,23 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     plugins,
     Sandbox.layer(cfg.sandbox ?? Sandbox.defaultSettings, services.sandbox)
   )
+}
+
+/** The session's events before `seq`, read from its log. */
+const eventsBefore = (log: EventLog.Service) => (seq: number) =>
+  Effect.map(EventLog.readAll(log), (events) => events.filter((e) => e.seq < seq))
+
+/**
+ * Where each agent's paths are relative to, when not the session's root: crew members in
+ * worktrees of their own (as their allocation was recorded).
+ */
+export const agentRoots = (events: ReadonlyArray<Event.Envelope>): Map<string, string> => {
+  const roots = new Map<string, string>()
+  for (const e of events) {
+    const allocation = (e.data as { allocation?: { path?: unknown } } | null)?.allocation
+    if (e.type === "worktree.allocated" && typeof allocation?.path === "string") roots.set(e.agent, allocation.path)
+  }
+  return roots
 }
 
 /** The config a session was started with, from its first event. */
@@ -625,9 +708,11 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       recorded = { input: options.task }
     }
     return yield* Session.run(
-      program(options.config, options.io, options.services, { checkpoints, recorded }).pipe(
-        Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
-      ),
+      program(options.config, options.io, options.services, {
+        checkpoints,
+        recorded,
+        eventsBefore: eventsBefore(yield* EventLog.EventLog)
+      }).pipe(Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))),
       { onEvent: options.io.onEvent }
     )
   })
@@ -725,9 +810,12 @@ export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.Sto
           ignored: point.ignored ?? null
         })
         return yield* Session.resume(
-          program(cfg, options.io, options.services, { restore: point.state, checkpoints, ready }).pipe(
-            Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))
-          ),
+          program(cfg, options.io, options.services, {
+            restore: point.state,
+            checkpoints,
+            ready,
+            eventsBefore: eventsBefore(log)
+          }).pipe(Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))),
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })
@@ -780,13 +868,17 @@ export const replay = (options: {
       plugins: options.plugins,
       tools: options.tools
     }
-    return yield* Session.replay(program(cfg, io, services).pipe(Effect.provide(replayLayer(cfg, io, services))), {
-      events,
-      verify: options.verify,
-      getBlob: store.getBlob,
-      onEvent: options.onEvent,
-      redactor: EventLogFile.envRedactor()
-    })
+    const before = (seq: number) => Effect.succeed(events.filter((e) => e.seq < seq))
+    return yield* Session.replay(
+      program(cfg, io, services, { eventsBefore: before }).pipe(Effect.provide(replayLayer(cfg, io, services))),
+      {
+        events,
+        verify: options.verify,
+        getBlob: store.getBlob,
+        onEvent: options.onEvent,
+        redactor: EventLogFile.envRedactor()
+      }
+    )
   })
 
 /** Services for replay: like `layer`, but the workspace is never touched (a lexical one at the recorded root). */
@@ -799,3 +891,218 @@ const replayLayer = (cfg: Config, io: Io, services: Services) =>
     Layer.succeed(Tools.Tools, Tools.fromList(services.tools ?? CodingTools.make(services.toolOptions))),
     Plugin.layer(services.plugins ?? [])
   )
+
+// ---------------------------------------------------------------------------------------------
+// Rewind and fork of a stopped session
+// ---------------------------------------------------------------------------------------------
+
+export class RewindRefused extends Schema.TaggedError<RewindRefused>("@musekit/node/RewindRefused")("RewindRefused", {
+  message: Schema.String,
+  /** Files someone else changed since the session last wrote them (`agent:path` for crew worktrees). */
+  files: Schema.Array(Schema.String)
+}) {}
+
+const showFile = (f: { readonly agent: string; readonly path: string }) =>
+  f.agent === "main" ? f.path : `${f.agent}:${f.path}`
+
+/**
+ * What `/rewind <to>` would do to a recorded session, and which of its files someone else
+ * changed since (those are not overwritten without `force`).
+ */
+export const rewindPlan = (options: {
+  readonly session: string
+  readonly dir?: string | undefined
+  readonly to: string
+}) =>
+  Effect.gen(function* () {
+    const events = yield* EventLogFile.readSession(options.session, { dir: options.dir })
+    return { events, ...(yield* planRewind(events, options.to)) }
+  })
+
+/**
+ * What `/rewind <to>` would do to a session whose events are at hand (from any log store), and
+ * which of its files someone else changed since, named `agent:path` for crew worktrees.
+ */
+export const planRewind = (events: ReadonlyArray<Event.Envelope>, to: string) =>
+  Effect.gen(function* () {
+    const cfg = yield* configOf(events)
+    const target = Rewind.resolve(events, to)
+    if (Either.isLeft(target)) return yield* new Session.RewindError({ message: target.left })
+    const plan = Rewind.plan(events, target.right)
+    const roots = agentRoots(events)
+    const changed = yield* Rewind.changedSince(plan, (agent) =>
+      Effect.option(WorkspaceNode.make(roots.get(agent) ?? cfg.root)).pipe(Effect.map(Option.getOrUndefined))
+    )
+    return { config: cfg, plan, changed }
+  })
+
+/**
+ * Rewind a stopped session: its whole log is replayed (so every earlier conversation is known),
+ * then `/rewind <to>` runs as its next input and the session stops again, ready to be resumed from
+ * there. Files someone else changed since fail it with `RewindRefused` unless `force`.
+ */
+export const rewind = (
+  options: Omit<StartOptions, "config" | "io"> & {
+    readonly to: string
+    readonly force?: boolean | undefined
+    readonly io?: Partial<Io> | undefined
+  }
+) =>
+  Effect.gen(function* () {
+    const { plan, changed } = yield* rewindPlan({ session: options.session, dir: options.dir, to: options.to })
+    if (changed.length > 0 && !options.force) {
+      const files = changed.map(showFile)
+      return yield* new RewindRefused({
+        files,
+        message: `changed since the session last wrote them, by someone else: ${files.join(", ")}; nothing was rewound. Overwrite them with force (what they hold now stays in the log, so the rewind can be undone)`
+      })
+    }
+    let given = false
+    const text = `/rewind ${plan.target.seq}${options.force ? " --force" : ""}`
+    const io: Io = {
+      prompter: { ask: () => Effect.succeed({ allow: false, scope: "once" as const, reason: "no one to ask" }) },
+      ...options.io,
+      input: Effect.sync(() => {
+        if (given) return Option.none()
+        given = true
+        return Option.some(text)
+      })
+    }
+    yield* resume({ ...options, io, useCheckpoint: false })
+    const events = yield* EventLogFile.readSession(options.session, { dir: options.dir })
+    const done = [...events].reverse().find((e) => e.type === Rewind.COMPLETED)
+    return { plan, result: (done?.data ?? { restored: [], kept: [], failed: [] }) as Rewind.Result }
+  })
+
+const gitOut = (cwd: string, args: ReadonlyArray<string>) =>
+  execFileSync("git", ["-c", "core.quotePath=false", ...args], {
+    cwd,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+
+const gitTop = (dir: string): string | undefined => {
+  try {
+    return fs.realpathSync(gitOut(dir, ["rev-parse", "--show-toplevel"]).trim())
+  } catch {
+    return undefined
+  }
+}
+
+/** Copy the uncommitted state of checkout `from` (changed and untracked files, deletions) onto `to`. */
+const copyDirty = (from: string, to: string) => {
+  const status = gitOut(from, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]).split("\0")
+  for (let i = 0; i < status.length; i++) {
+    const entry = status[i]!
+    if (entry.length < 4) continue
+    const code = entry.slice(0, 2)
+    const file = entry.slice(3)
+    if (code[0] === "R" || code[0] === "C") i++ // the source name follows
+    const src = path.join(from, file)
+    const dst = path.join(to, file)
+    if (!fs.existsSync(src)) fs.rmSync(dst, { force: true })
+    else if (fs.statSync(src).isFile()) {
+      fs.mkdirSync(path.dirname(dst), { recursive: true })
+      fs.copyFileSync(src, dst)
+    }
+  }
+}
+
+/** A fork made by `fork`. */
+export interface Forked {
+  readonly session: string
+  readonly parent: string
+  readonly target: Rewind.Target
+  /** The fork's workspace root. */
+  readonly root: string
+  /** Whether it is a git worktree of its own (otherwise it shares the parent's folder). */
+  readonly worktree: boolean
+}
+
+/**
+ * A new session that starts as `session` was at `at`: its log holds the parent's events up to that
+ * point (the parent's log is only read), and in a git repository it works in a worktree of its own
+ * (and its crew members in worktrees of their own) with every file the session's tools changed put
+ * back to that point. Resume it to go on from there.
+ */
+export const fork = (options: {
+  readonly session: string
+  readonly at: string
+  readonly dir?: string | undefined
+  /** The new session's id (default: a fresh one). */
+  readonly id?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const dir = options.dir ?? EventLogFile.defaultDir()
+    const events = yield* EventLogFile.readSession(options.session, { dir })
+    const cfg = yield* configOf(events)
+    const id = options.id ?? EventLogFile.newSessionId()
+    const blobs = EventLogFile.makeBlobs(path.join(dir, "blobs"), options.session)
+    const top = gitTop(cfg.root)
+    const made = yield* Effect.try({
+      try: () => {
+        if (!top) return { root: cfg.root, worktrees: new Map<string, { path: string; branch: string }>() }
+        const base = path.join(top, "..", ".muse-worktrees", path.basename(top), id)
+        const main = path.join(base, "main")
+        fs.mkdirSync(base, { recursive: true })
+        gitOut(top, ["worktree", "add", "--detach", main, "HEAD"])
+        copyDirty(top, main)
+        const worktrees = new Map<string, { path: string; branch: string }>()
+        for (const [agent, from] of agentRoots(events)) {
+          const branch = `muse/${id}/${agent}`
+          const to = path.join(base, agent)
+          const head = fs.existsSync(from) ? gitOut(from, ["rev-parse", "HEAD"]).trim() : "HEAD"
+          gitOut(top, ["worktree", "add", "-b", branch, to, head])
+          if (fs.existsSync(from)) copyDirty(from, to)
+          worktrees.set(agent, { path: to, branch })
+        }
+        return { root: path.join(main, path.relative(top, cfg.root)), worktrees }
+      },
+      catch: (e) =>
+        new Session.RewindError({
+          message: `the fork's worktree could not be made: ${e instanceof Error ? e.message : String(e)}`
+        })
+    })
+    const forked = Session.fork({ events, session: options.session, at: options.at, root: made.root })
+    if (Either.isLeft(forked)) return yield* forked.left
+    const target = forked.right.target
+    // crew members in worktrees of their own: theirs, not the parent's
+    const copied = forked.right.events.map((e) => {
+      const moved = made.worktrees.get(e.agent)
+      if (!moved) return e
+      const d = e.data as { allocation?: Record<string, unknown>; workspace?: Record<string, unknown> }
+      if (e.type === "worktree.allocated" && d.allocation) {
+        return { ...e, data: { ...d, allocation: { ...d.allocation, path: moved.path, branch: moved.branch } } }
+      }
+      if (e.type === "crew.spawned" && d.workspace && typeof d.workspace.path === "string") {
+        return { ...e, data: { ...d, workspace: { ...d.workspace, path: moved.path, branch: moved.branch } } }
+      }
+      return e
+    })
+    if (top) {
+      // every file the session's tools changed, back to that point
+      const plan = Rewind.plan(events, target)
+      for (const f of plan.files) {
+        const root = f.agent === "main" || !made.worktrees.has(f.agent) ? made.root : made.worktrees.get(f.agent)!.path
+        const ws = yield* Effect.orDie(WorkspaceNode.make(root))
+        const bytes = f.to === null ? null : yield* Effect.orDie(blobs.get(f.to))
+        yield* Effect.orDie(ws.restore(f.path, bytes))
+      }
+    }
+    yield* Effect.try({
+      try: () => {
+        const file = path.join(dir, "sessions", `${id}.jsonl`)
+        if (fs.existsSync(file)) throw new Error(`session ${id} exists`)
+        const text = copied.map((e) => `${EventLogFile.withChecksum(Event.encodeLine(e))}\n`).join("")
+        fs.writeFileSync(file, text, { mode: 0o600, flag: "wx" })
+      },
+      catch: (e) => new Session.RewindError({ message: `the fork's log could not be written: ${(e as Error).message}` })
+    })
+    return {
+      session: id,
+      parent: options.session,
+      target,
+      root: made.root,
+      worktree: top !== undefined
+    } satisfies Forked
+  })

@@ -68,7 +68,12 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     positionals: "one"
   },
   trust: { flags: [flag("cwd", true), flag("revoke", false), flag("show", false), HELP], positionals: "none" },
-  acp: { flags: [...SESSION_FLAGS, HELP], positionals: "none" }
+  acp: { flags: [...SESSION_FLAGS, HELP], positionals: "none" },
+  rewind: {
+    flags: [flag("to", true), flag("force", false), flag("cwd", true), flag("script", true, { hidden: true }), HELP],
+    positionals: "one"
+  },
+  fork: { flags: [flag("at", true), flag("json", false), flag("cwd", true), HELP], positionals: "one" }
 }
 
 export const commandNames = Object.keys(COMMANDS).filter((c) => c !== "")

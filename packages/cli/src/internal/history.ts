@@ -12,6 +12,7 @@ import { CliError, ExitCode } from "./exit.js"
 import type * as LogStore from "./logStore.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
+import { forkOf } from "./rewind.js"
 import * as Session from "./session.js"
 import * as Tools from "./tools.js"
 
@@ -96,6 +97,8 @@ export interface SessionRow {
   readonly lastEventAt: number | null
   readonly events: number
   readonly bytes: number
+  /** The session this one was forked from, and at which seq of its log. */
+  readonly forkOf?: { readonly session: string; readonly seq: number } | undefined
 }
 
 export const listSessions = (
@@ -111,7 +114,8 @@ export const listSessions = (
         started: s.started,
         lastEventAt: s.lastEventAt,
         events: s.events,
-        bytes: s.bytes
+        bytes: s.bytes,
+        forkOf: location.kind === "dir" ? forkOf(location.dir, s.id) : undefined
       }))
   )
 
@@ -146,7 +150,11 @@ export const printSessions = (rows: ReadonlyArray<SessionRow>, out: Out, dir: st
       .join("  ")
       .trimEnd()
   out.write(`${row(header, s.bold)}\n`)
-  for (const c of cells) out.write(`${row(c)}\n`)
+  rows.forEach((r, i) => {
+    out.write(`${row(cells[i]!)}\n`)
+    // the family on a line of its own, so the title column does not cut it off
+    if (r.forkOf) out.write(`  └ ${escapeUnsafe(`fork of ${r.forkOf.session} at seq ${r.forkOf.seq}`, s)}\n`)
+  })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import * as Argv from "./argv.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
 import * as History from "./history.js"
+import * as Rewinds from "./rewind.js"
 import * as Session from "./session.js"
 import * as Trust from "./trust.js"
 import { version } from "./version.js"
@@ -406,10 +407,78 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       })
   ).pipe(Command.withDescription("Trust the current folder's own settings (.muse/config.json, permissions, skills)"))
 
-  const cli = Command.run(root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust, acp])), {
-    name: "muse",
-    version: version()
-  })
+  const rewind = Command.make(
+    "rewind",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      to: Options.text("to").pipe(
+        Options.withDescription(
+          "where to: a seq, turn:<n> (just before that turn's prompt), last (before the latest turn) or undo (take the latest rewind back); without it, the turns are listed"
+        ),
+        Options.optional
+      ),
+      force: Options.boolean("force").pipe(
+        Options.withDescription("also put back files someone else changed since the session wrote them")
+      ),
+      cwd: shared.cwd
+    },
+    (v) =>
+      Effect.gen(function* () {
+        exitCode = yield* Rewinds.rewind(
+          {
+            session: positionals[0],
+            to: Option.getOrUndefined(v.to),
+            force: v.force,
+            cwd: Option.getOrUndefined(v.cwd),
+            script,
+            env
+          },
+          out
+        )
+      })
+  ).pipe(
+    Command.withDescription(
+      "Put a session's files and conversation back to a point of its log (the latest session by default)"
+    )
+  )
+
+  const fork = Command.make(
+    "fork",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      at: Options.text("at").pipe(
+        Options.withDescription("where the fork starts: a seq, turn:<n> (just before that turn's prompt) or last"),
+        Options.optional
+      ),
+      json: Options.boolean("json").pipe(Options.withDescription("the new session as one JSON object")),
+      cwd: shared.cwd
+    },
+    (v) =>
+      Effect.gen(function* () {
+        exitCode = yield* Rewinds.fork(
+          {
+            session: positionals[0],
+            at: Option.getOrUndefined(v.at),
+            cwd: Option.getOrUndefined(v.cwd),
+            json: v.json,
+            env
+          },
+          out
+        )
+      })
+  ).pipe(
+    Command.withDescription(
+      "A new session that starts as a session was at a point of its log, in a git worktree of its own"
+    )
+  )
+
+  const cli = Command.run(
+    root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork])),
+    {
+      name: "muse",
+      version: version()
+    }
+  )
 
   // help and usage errors go through Effect's Console; without colours (a pipe, NO_COLOR) they carry no escapes
   // the parser's own options (--completions, --log-level, --wizard) are not muse's: the strict flag table refuses them

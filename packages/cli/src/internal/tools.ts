@@ -60,10 +60,15 @@ export const replay = (options: {
       Layer.succeed(Tools.Tools, Tools.fromList(make(options.events))),
       Plugin.layer(options.plugins)
     )
-    return yield* Session.replay(SessionRuntime.program(cfg, io, services).pipe(Effect.provide(layer)), {
-      events: options.events,
-      verify: options.verify,
-      getBlob: options.store.getBlob,
-      redactor: EventLogFile.envRedactor()
-    })
+    return yield* Session.replay(
+      SessionRuntime.program(cfg, io, services, {
+        eventsBefore: (seq) => Effect.succeed(options.events.filter((e) => e.seq < seq))
+      }).pipe(Effect.provide(layer)),
+      {
+        events: options.events,
+        verify: options.verify,
+        getBlob: options.store.getBlob,
+        redactor: EventLogFile.envRedactor()
+      }
+    )
   })

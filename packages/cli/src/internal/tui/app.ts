@@ -8,7 +8,7 @@
  * the same session in place: the log is replayed to its end and the prompt comes back.
  */
 import * as readline from "node:readline"
-import { Approvals, type Event, Stop } from "@musekit/core"
+import { Approvals, type Event, Rewind, Stop } from "@musekit/core"
 import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
@@ -18,6 +18,7 @@ import * as Mcp from "../mcp.js"
 import type * as Model from "../model.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
+import { describeTurns } from "../rewind.js"
 import * as Session from "../session.js"
 import * as Tools from "../tools.js"
 import * as Trust from "../trust.js"
@@ -61,8 +62,26 @@ interface Choice {
 /** Lines of a question shown before the rest is folded behind [v]. */
 const FOLD_LINES = 40
 
+/** One answer of a question of muse itself (`/rewind`'s turn, "overwrite or keep"). */
+interface MenuChoice {
+  readonly key: string
+  readonly label: string
+  readonly value: string
+}
+
 type State =
   | { readonly _tag: "idle" }
+  | {
+      /** A question of muse itself (not the session's): answered with a key, a number and enter, or esc. */
+      readonly _tag: "menu"
+      readonly prompt: string
+      readonly choices: ReadonlyArray<MenuChoice>
+      /** The choices are shown in the footer (a few letters) rather than listed above (numbers). */
+      readonly inline: boolean
+      selected: number
+      typed: string
+      readonly resolve: (value: string | undefined) => void
+    }
   | { readonly _tag: "busy" }
   | {
       readonly _tag: "approval"
@@ -82,6 +101,10 @@ const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly descriptio
   { name: "status", description: "the session: model, approvals, sandbox (and why there is none)" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
   { name: "mcp", description: "the session's MCP servers: status and tools" },
+  {
+    name: "rewind",
+    description: "files and conversation back to before a turn (a list to pick from): /rewind [turn:n|seq|last|undo]"
+  },
   { name: "help", description: "this help" },
   { name: "clear", description: "clear the screen" },
   { name: "exit", description: "leave (the session is saved; muse resume continues it)" }
@@ -187,6 +210,16 @@ export class App {
   onAlwaysSaved: (() => void) | undefined
   /** Answer keys work only once a question has been on screen for a moment. */
   readonly gate = new Gate(() => this.draw())
+
+  /** For `/rewind`: the session's turns, and the files someone else changed since a point (or why it cannot go there). */
+  rewinder:
+    | {
+        readonly turns: () => Promise<ReadonlyArray<Rewind.Turn>>
+        readonly changed: (
+          spec: string
+        ) => Promise<{ readonly files: ReadonlyArray<string> } | { readonly error: string }>
+      }
+    | undefined
 
   /** Lines for `/mcp` (the session's MCP servers now). */
   mcpLines: (() => Effect.Effect<Array<string>>) | undefined
@@ -314,6 +347,36 @@ export class App {
             dropped > 0
               ? ` · ${dropped} key${dropped === 1 ? "" : "s"} typed before the question ignored`
               : " · ←/→ enter, or a letter"
+          )
+      )
+      this.screen.setFooter(lines)
+      return
+    }
+    if (st._tag === "menu") {
+      if (!this.gate.armed) {
+        lines.push(`${s.yellow("?")} ${s.dim("read the question above; the answer keys work in a moment")}`)
+        lines.push(this.statusLine())
+        this.screen.setFooter(lines)
+        return
+      }
+      const opts = st.inline
+        ? st.choices
+            .map((c, i) => {
+              const text = `[${c.key}] ${c.label}`
+              return i === st.selected ? s.inverse(text) : text
+            })
+            .join("  ")
+        : `${st.prompt} ${st.typed === "" ? s.dim(`(enter: ${st.choices[st.selected]!.key})`) : s.bold(st.typed)}`
+      lines.push(`${s.yellow("?")} ${opts}`)
+      const dropped = this.gate.dropped
+      lines.push(
+        this.statusLine() +
+          s.dim(
+            dropped > 0
+              ? ` · ${dropped} key${dropped === 1 ? "" : "s"} typed before the question ignored`
+              : st.inline
+                ? " · ←/→ enter, or a letter; esc cancels"
+                : " · a number and enter, ↑/↓; esc cancels"
           )
       )
       this.screen.setFooter(lines)
@@ -635,6 +698,15 @@ export class App {
         case "quit":
           this.finishInput(undefined)
           return
+        case "rewind":
+          if (this.rewinder) {
+            this.rewind(t, this.rewinder).catch((e) => {
+              this.print([this.style.yellow(`rewind: ${escapeUnsafe(String(e?.message ?? e), this.style)}`), ""])
+              this.backToIdle()
+            })
+            return
+          }
+          break
         case "approve":
           if (!(MODES as ReadonlyArray<string>).includes(arg)) {
             this.print([
@@ -659,6 +731,113 @@ export class App {
     }
     this.print([s.bold(s.cyan(`› ${shown}`)), ""])
     this.finishInput(t)
+  }
+
+  /**
+   * `/rewind [target]`: without a target, the turns to pick from (prompt and changed files); when
+   * files were changed by someone else since that point, whether to overwrite or keep them. The
+   * session then gets `/rewind <target> [--force]` as its input.
+   */
+  private async rewind(typed: string, rewinder: NonNullable<App["rewinder"]>): Promise<void> {
+    const s = this.style
+    this.state = { _tag: "busy" }
+    this.print([s.cyan(`› ${escapeUnsafe(typed, s)}`)])
+    const request = Rewind.parseInput(typed) ?? { spec: "last", force: false }
+    let spec = request.spec
+    let force = request.force
+    if (/^\/rewind\s*$/.test(typed)) {
+      const turns = await rewinder.turns()
+      if (turns.length === 0) {
+        this.print([s.yellow("nothing to rewind: no turn has started yet"), ""])
+        this.backToIdle()
+        return
+      }
+      const picked = await this.ask(
+        [
+          "rewind to just before a turn: its files back as they were then, and the conversation from there",
+          ...describeTurns(turns).map((l, i) => `  ${s.bold(`[${turns[i]!.n}]`)} ${escapeUnsafe(l, s)}`)
+        ],
+        "which turn?",
+        turns.map((t) => ({ key: String(t.n), label: `turn ${t.n}`, value: `turn:${t.n}` })),
+        false
+      )
+      if (picked === undefined) {
+        this.cancelled()
+        return
+      }
+      spec = picked
+    }
+    if (!force) {
+      const check = await rewinder.changed(spec)
+      if ("error" in check) {
+        this.print([s.yellow(`rewind: ${escapeUnsafe(check.error, s)}`), ""])
+        this.backToIdle()
+        return
+      }
+      if (check.files.length > 0) {
+        const answer = await this.ask(
+          [
+            `${s.yellow("?")} changed since the session last wrote ${check.files.length === 1 ? "it" : "them"}, by someone else:`,
+            ...check.files.map((f) => `    ${s.bold(escapeUnsafe(f, s))}`),
+            s.dim("  overwrite: what they hold now stays in the log, so /rewind undo brings it back")
+          ],
+          "overwrite or keep?",
+          [
+            { key: "k", label: "keep them (rewind the rest)", value: "keep" },
+            { key: "o", label: "overwrite them", value: "overwrite" }
+          ],
+          true
+        )
+        if (answer === undefined) {
+          this.cancelled()
+          return
+        }
+        force = answer === "overwrite"
+      }
+    }
+    const text = `/rewind ${spec}${force ? " --force" : ""}`
+    this.print([s.bold(s.cyan(`› ${escapeUnsafe(text, s)}`)), ""])
+    this.finishInput(text)
+  }
+
+  /** Ask a question of muse itself; `undefined` when the person cancels it (esc, ctrl-c). */
+  private ask(
+    lines: ReadonlyArray<string>,
+    prompt: string,
+    choices: ReadonlyArray<MenuChoice>,
+    inline: boolean
+  ): Promise<string | undefined> {
+    this.screen.print(lines)
+    return new Promise((resolve) => {
+      this.state = {
+        _tag: "menu",
+        prompt,
+        choices,
+        inline,
+        selected: inline ? 0 : choices.length - 1,
+        typed: "",
+        resolve: (v) => {
+          this.state = { _tag: "busy" }
+          resolve(v)
+        }
+      }
+      this.gate.arm()
+      this.draw()
+    })
+  }
+
+  private cancelled(): void {
+    this.print([this.style.dim("  not rewound"), ""])
+    this.backToIdle()
+  }
+
+  /** Back to the prompt of the same input wait (the keys typed meanwhile go to it). */
+  private backToIdle(): void {
+    this.state = { _tag: "idle" }
+    this.draw()
+    const keys = this.typeAhead
+    this.typeAhead = []
+    for (const [str, key] of keys) this.onKey(str, key)
   }
 
   private finishInput(text: string | undefined): void {
@@ -800,6 +979,40 @@ export class App {
       this.draw()
       return
     }
+    if (st._tag === "menu") {
+      // as with approvals: a paste, or a key that came before the question could be read, never answers it
+      if (this.pasting || !this.gate.take()) {
+        if (this.pasting) this.gate.dropped++
+        this.draw()
+        return
+      }
+      if (key.name === "escape") {
+        st.resolve(undefined)
+        return
+      }
+      const n = st.choices.length
+      if (key.name === "up" || key.name === "left") st.selected = (st.selected + n - 1) % n
+      else if (key.name === "down" || key.name === "right" || key.name === "tab") st.selected = (st.selected + 1) % n
+      else if (key.name === "backspace") st.typed = st.typed.slice(0, -1)
+      else if (key.name === "return" || key.name === "enter") {
+        const c = st.typed === "" ? st.choices[st.selected] : st.choices.find((x) => x.key === st.typed)
+        if (c) {
+          st.resolve(c.value)
+          return
+        }
+        st.typed = ""
+      } else if (str && /^[0-9]$/.test(str) && !st.inline) {
+        st.typed = `${st.typed}${str}`.slice(-6)
+      } else if (str && st.inline) {
+        const c = st.choices.find((x) => x.key === str.toLowerCase())
+        if (c) {
+          st.resolve(c.value)
+          return
+        }
+      }
+      this.draw()
+      return
+    }
     if (st._tag === "approval") {
       if (st.text) {
         if (key.name === "escape") {
@@ -886,6 +1099,10 @@ export class App {
     const twice = now - this.lastCtrlC < 1500
     this.lastCtrlC = now
     const st = this.state
+    if (st._tag === "menu") {
+      st.resolve(undefined)
+      return
+    }
     if (st._tag === "idle") {
       if (this.editor.text !== "") {
         this.editor.clear()
@@ -1131,6 +1348,25 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     if (mcp) {
       // server names, versions, errors and tool names come from the servers: shown as data
       app.mcpLines = () => Mcp.statusLines(mcp.servers, mcp.discovery, app.style, (t) => escapeUnsafe(t, app.style))
+    }
+    app.rewinder = {
+      turns: () =>
+        Effect.runPromise(
+          prepared.store.read(session).pipe(
+            Effect.map((events) => Rewind.turns(events)),
+            Effect.orElseSucceed(() => [])
+          )
+        ),
+      changed: (spec) =>
+        Effect.runPromise(
+          prepared.store.read(session).pipe(
+            Effect.flatMap((events) => SessionRuntime.planRewind(events, spec)),
+            Effect.map((r) => ({
+              files: r.changed.map((f) => (f.agent === "main" ? f.path : `${f.agent}:${f.path}`))
+            })),
+            Effect.catchAll((e) => Effect.succeed({ error: e.message }))
+          )
+        )
     }
     handler = (str, key) => app.onKey(str, key)
     for (const [str, key] of early.splice(0)) app.onKey(str, key)
