@@ -1,7 +1,8 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: { index: "src/index.ts", PromiseAgent: "src/PromiseAgent.ts" },
+  external: ["@musekit/models"],
   format: ["esm"],
   dts: true,
   clean: true,
