@@ -1,3 +1,4 @@
+import { Tool as AiTool, Toolkit } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { Agent, EventLog, Model, Recorder, Session, Tools } from "../src/index.js"
@@ -74,4 +75,34 @@ describe("guard rails", () => {
       undefined
     )
   })
+})
+
+describe("Tools.fromToolkit", () => {
+  it.effect("an @effect/ai toolkit's tools run through its own handlers inside the agent loop, and replay", () =>
+    Effect.gen(function* () {
+      const Lookup = AiTool.make("lookup", {
+        description: "Look a word up",
+        parameters: { word: Schema.String },
+        success: Schema.Struct({ meaning: Schema.String })
+      })
+      const Dict = Toolkit.make(Lookup)
+      const seen: Array<string> = []
+      const handlers = Dict.toLayer({
+        lookup: ({ word }) => Effect.sync(() => (seen.push(word), { meaning: `${word} means hello` }))
+      })
+      const tools = yield* Tools.fromToolkit(Dict, { effect: "read" }).pipe(Effect.provide(handlers))
+      expect(tools.map((t) => [t.name, t.effect, t.description])).toEqual([["lookup", "read", "Look a word up"]])
+      const events = yield* Effect.gen(function* () {
+        const result = yield* Session.run(program(tools))
+        expect(result.text).toBe("hallo means hello")
+        return yield* EventLog.readAll(yield* EventLog.EventLog)
+      }).pipe(Effect.provide(EventLog.layerMemory("kit")))
+      expect(seen).toEqual(["hallo"])
+      const done = events.find((e) => e.type === "tool.completed")!
+      expect(JSON.stringify(done.data)).toContain("hallo means hello")
+      const report = yield* Session.replay(program(tools, Model.layerLanguageModelForbidden), { events, verify: true })
+      expect(report.matched).toBe(events.length)
+      expect(seen).toEqual(["hallo"])
+    })
+  )
 })
