@@ -394,7 +394,8 @@ export const configOf = (events: ReadonlyArray<Event.Envelope>): Effect.Effect<C
     if (!first) {
       return yield* new ConfigError({
         file: "<log>",
-        message: "the log has no session.started event: not a muse session"
+        message:
+          "the log has no session.started event: it was recorded by an app's own program (Session.run), not by muse or SessionRuntime; replay it with that program (Session.replay), or record sessions with SessionRuntime.start or createAgent from @musekit/node/promise"
       })
     }
     return yield* Schema.decodeUnknown(Config)((first.data as { config: unknown }).config).pipe(

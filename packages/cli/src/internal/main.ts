@@ -275,7 +275,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       Effect.gen(function* () {
         const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
         const id = positionals[0] ?? (yield* Session.latestSession(dir))
-        const { events } = yield* Session.readRecorded(id, dir)
+        const events = yield* Session.readEvents(id, dir)
         History.printLog(
           events,
           { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json },

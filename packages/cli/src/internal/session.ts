@@ -245,10 +245,14 @@ const logError = (e: { readonly _tag: string; readonly message: string }): CliEr
     message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
   })
 
+/** A recorded session's events (any MuseKit session: `muse log` reads those an SDK app recorded too). */
+export const readEvents = (session: string, dir: string) =>
+  EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
+
 /** A recorded session: its events and config. */
 export const readRecorded = (session: string, dir: string) =>
   Effect.gen(function* () {
-    const events = yield* EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
+    const events = yield* readEvents(session, dir)
     const config = yield* SessionRuntime.configOf(events).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
