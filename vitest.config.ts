@@ -20,7 +20,12 @@ export default defineConfig({
     ]
   },
   test: {
-    include: ["packages/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
+    include: [
+      "packages/*/test/**/*.test.ts",
+      "plugins/*/test/**/*.test.ts",
+      "examples/*/test/**/*.test.ts",
+      "test/*/*.test.ts"
+    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",

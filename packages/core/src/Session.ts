@@ -131,13 +131,15 @@ export const run = <A, E, R>(
   options: { readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined } = {}
 ): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
   Effect.flatMap(EventLog.EventLog, (log) =>
-    Effect.flatMap(log.lastSeq, (lastSeq): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder>> =>
-      lastSeq >= 0
-        ? Effect.fail(new SessionNotEmpty({ session: log.sessionId, lastSeq }))
-        : Effect.provideService(
-            program,
-            Recorder.Recorder,
-            Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
-          )
+    Effect.flatMap(
+      log.lastSeq,
+      (lastSeq): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder>> =>
+        lastSeq >= 0
+          ? Effect.fail(new SessionNotEmpty({ session: log.sessionId, lastSeq }))
+          : Effect.provideService(
+              program,
+              Recorder.Recorder,
+              Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
+            )
     )
   )

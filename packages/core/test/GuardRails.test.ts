@@ -88,7 +88,11 @@ describe("Tools.fromToolkit", () => {
       const Dict = Toolkit.make(Lookup)
       const seen: Array<string> = []
       const handlers = Dict.toLayer({
-        lookup: ({ word }) => Effect.sync(() => (seen.push(word), { meaning: `${word} means hello` }))
+        lookup: ({ word }) =>
+          Effect.sync(() => {
+            seen.push(word)
+            return { meaning: `${word} means hello` }
+          })
       })
       const tools = yield* Tools.fromToolkit(Dict, { effect: "read" }).pipe(Effect.provide(handlers))
       expect(tools.map((t) => [t.name, t.effect, t.description])).toEqual([["lookup", "read", "Look a word up"]])

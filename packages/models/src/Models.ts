@@ -267,8 +267,7 @@ const loadProvider = <A>(r: Resolved, pkg: string, load: () => Promise<A>): Effe
     Effect.catchAll((cause) => {
       const name = pkg.slice(0, pkg.lastIndexOf("@"))
       const code = (cause as { code?: unknown } | undefined)?.code
-      const missing =
-        (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") && String(cause).includes(name)
+      const missing = (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") && String(cause).includes(name)
       if (!missing) return Effect.die(cause)
       return Effect.fail(
         new ModelConfigError({

@@ -32,7 +32,7 @@ import {
   type Approvals,
   type Event,
   Plugin,
-  Recorder,
+  type Recorder,
   type Session,
   Skill,
   Tools
@@ -129,7 +129,7 @@ export interface SkillOptions {
    * Runs for `/name args`. On replay and resume it runs again and its `context.send` calls are
    * served from the log, so it must act on the world only through `context` (or through tools).
    */
-  readonly run: (args: string, context: SkillContext) => Promise<string | undefined | void>
+  readonly run: (args: string, context: SkillContext) => Promise<string | undefined>
 }
 
 /** A skill (`/name args`) written as an async function. Pass it in `createAgent({ skills })`. */
@@ -148,7 +148,8 @@ export const skill = (options: SkillOptions): Skill.Skill<string, Skill.SkillCon
               send: (text) => run(ctx.agent.send(text, ctx.sendOptions)),
               output: (text) => run(ctx.output(text))
             }),
-          catch: (e) => new Skill.SkillError({ skill: options.name, message: e instanceof Error ? e.message : String(e) })
+          catch: (e) =>
+            new Skill.SkillError({ skill: options.name, message: e instanceof Error ? e.message : String(e) })
         })
         return typeof result === "string" ? result : undefined
       }) as Effect.Effect<unknown, Skill.SkillError, Skill.SkillContext>

@@ -101,7 +101,10 @@ describe("createAgent (Promise facade)", () => {
     const more = await resumed.send("What is the weather in Utrecht?")
     expect(more.text).toBe("Clear skies in Utrecht.")
     await resumed.close()
-    const after = await createAgent({ ...options(root, state, scriptedModel([]).layer), session: agent.session }).replay({
+    const after = await createAgent({
+      ...options(root, state, scriptedModel([]).layer),
+      session: agent.session
+    }).replay({
       verify: true
     })
     expect(after.total).toBeGreaterThan(report.total)
