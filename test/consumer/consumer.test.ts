@@ -8,7 +8,7 @@
  * Needs the packages built (`pnpm build`) and the npm registry. Run alone with
  * `pnpm vitest run test/consumer`.
  */
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -46,8 +46,26 @@ let app: string
 const tarballs = new Map<string, string>()
 let server: Fake.Listening
 
-const sh = (cmd: string, args: Array<string>, cwd: string) =>
-  execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 })
+const sh = (cmd: string, args: Array<string>, cwd: string) => {
+  try {
+    return execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 })
+  } catch (e) {
+    const { stdout, stderr } = e as { stdout?: string; stderr?: string }
+    throw new Error(`${cmd} ${args.join(" ")} failed:\n${stdout ?? ""}\n${stderr ?? ""}`.slice(0, 8000))
+  }
+}
+
+/** Runs a program without blocking this process, whose event loop serves the fake model. */
+const runApp = (args: Array<string>, cwd: string) =>
+  new Promise<string>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      args,
+      { cwd, encoding: "utf8", maxBuffer: 64 << 20, timeout: 240_000 },
+      (err, out, errOut) =>
+        err ? reject(new Error(`${args.join(" ")} failed: ${err.message}\n${errOut}`)) : resolve(out)
+    )
+  )
 
 /** A model that reads the README first, repeats what it is asked to repeat, and answers after a tool. */
 const answer = (body: any) => {
@@ -131,11 +149,11 @@ describe("consumer", () => {
     expect(fs.readFileSync(path.join(app, "promise.ts"), "utf8")).not.toMatch(/from "effect"/)
   })
 
-  it("the Effect agent runs, replays exactly, resumes and replays again", () => {
+  it("the Effect agent runs, replays exactly, resumes and replays again", async () => {
     const root = path.join(work, "repo-effect")
     fs.mkdirSync(root)
     fs.writeFileSync(path.join(root, "README.md"), "# Demo\nA tiny project.\n")
-    const out = sh(process.execPath, ["dist/agent.js", root, path.join(work, "state"), `${server.url}/v1`], app)
+    const out = await runApp(["dist/agent.js", root, path.join(work, "state"), `${server.url}/v1`], app)
     const r = JSON.parse(out.trim().split("\n").at(-1)!)
     expect(r.turns).toHaveLength(1)
     expect(r.turns[0]).toMatch(/^The README says: /)
@@ -143,13 +161,13 @@ describe("consumer", () => {
     expect(r.replayed.matched).toBe(r.replayed.total)
     expect(r.again.matched).toBe(r.again.total)
     expect(r.again.total).toBeGreaterThan(r.replayed.total)
-  })
+  }, 300_000)
 
-  it("the Promise facade does the same with no effect import", () => {
+  it("the Promise facade does the same with no effect import", async () => {
     const root = path.join(work, "repo-promise")
     fs.mkdirSync(root)
     fs.writeFileSync(path.join(root, "README.md"), "# Demo\nA tiny project.\n")
-    const out = sh(process.execPath, ["dist/promise.js", root, path.join(work, "state"), `${server.url}/v1`], app)
+    const out = await runApp(["dist/promise.js", root, path.join(work, "state"), `${server.url}/v1`], app)
     const r = JSON.parse(out.trim().split("\n").at(-1)!)
     expect(r.texts[0]).toMatch(/^The README says: /)
     expect(r.texts[1]).toBe("hello there")
@@ -158,5 +176,5 @@ describe("consumer", () => {
     expect(r.replayed.matched).toBe(r.replayed.total)
     expect(r.again.matched).toBe(r.again.total)
     expect(r.again.total).toBeGreaterThan(r.replayed.total)
-  })
+  }, 300_000)
 })

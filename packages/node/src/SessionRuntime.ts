@@ -350,7 +350,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       }
       if (text === "/exit" || text === "/quit") break
       if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
-        const result = yield* (skills.invoke(text) as Effect.Effect<unknown, Skill.SkillError>).pipe(
+        const result = yield* skills.invoke(text).pipe(
           Effect.provideService(Skill.SkillContext, { agent: main, crew, output, sendOptions }),
           Effect.catchTag("SkillError", (e) => Effect.as(output(e.message), undefined))
         )
