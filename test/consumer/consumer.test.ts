@@ -157,7 +157,8 @@ describe("consumer", () => {
     const r = JSON.parse(out.trim().split("\n").at(-1)!)
     expect(r.turns).toHaveLength(1)
     expect(r.turns[0]).toMatch(/^The README says: /)
-    expect(r.resumedTurns).toEqual(["Once more: fine."])
+    // the resumed program replays the recorded turn, then answers the new input live
+    expect(r.resumedTurns).toEqual([r.turns[0], "Once more: fine."])
     expect(r.replayed.matched).toBe(r.replayed.total)
     expect(r.again.matched).toBe(r.again.total)
     expect(r.again.total).toBeGreaterThan(r.replayed.total)
