@@ -10,6 +10,8 @@ export default defineConfig({
       { find: /^@musekit\/core$/, replacement: src("./packages/core/src/index.ts") },
       { find: /^@musekit\/node$/, replacement: src("./packages/node/src/index.ts") },
       { find: /^@musekit\/node\/promise$/, replacement: src("./packages/node/src/PromiseAgent.ts") },
+      { find: /^@musekit\/pg\/testing$/, replacement: src("./packages/pg/src/testing.ts") },
+      { find: /^@musekit\/pg$/, replacement: src("./packages/pg/src/index.ts") },
       { find: /^@musekit\/models$/, replacement: src("./packages/models/src/index.ts") },
       { find: /^@musekit\/models\/openai$/, replacement: src("./packages/models/src/OpenAi.ts") },
       { find: /^@musekit\/models\/anthropic$/, replacement: src("./packages/models/src/Anthropic.ts") },

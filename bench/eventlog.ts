@@ -6,15 +6,25 @@
  * - open (scan + checksum verification) and fold (`read(0)`, counting events per type) of a
  *   100k-event log, beside readFileSync + split + JSON.parse + the same count.
  *
+ * - durable appends/s with 16 concurrent sessions (one appender each) in the file log and in
+ *   Postgres (`EventLogPg` on a private server started from the machine's PostgreSQL binaries, in
+ *   the same run; skipped with the reason when there are none);
+ * - takeover in Postgres: a process holding a session is killed with SIGKILL while another one
+ *   waits to open it; the time from the kill until the waiter holds the session (p50/p99);
+ *
  * Run with `pnpm bench eventlog`. Figures also go to `bench/out/eventlog.json`.
  */
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Stream } from "effect"
+import { fileURLToPath } from "node:url"
+import { Effect, type Scope, Stream } from "effect"
 import { Event, type EventLog } from "../packages/core/src/index.js"
 import { EventLogFile } from "../packages/node/src/index.js"
-import { fmtInt, fmtMs, fmtPct, median, percentile, printTable, writeFigures } from "./report.js"
+import { EventLogPg } from "../packages/pg/src/index.js"
+import { TestPostgres } from "../packages/pg/src/testing.js"
+import { bundle, fmtInt, fmtMs, fmtPct, median, percentile, printTable, writeFigures } from "./report.js"
 
 export const description = "durable appends/s, ack latency and open+fold of 100k events vs plain node:fs"
 
@@ -190,6 +200,130 @@ const logAppends = (appenders: number, seconds: number): Promise<Sample> => {
   ).finally(() => fs.rmSync(dir, { recursive: true, force: true }))
 }
 
+/** `sessions` sessions of one store, each with one appender that waits for its acknowledgement. */
+const sessionAppends = (
+  store: Effect.Effect<EventLog.StoreService, unknown, Scope.Scope>,
+  sessions: number,
+  seconds: number
+): Promise<Sample> => {
+  const run = `r${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
+  return Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const s = yield* store
+        const logs = yield* Effect.forEach(
+          Array.from({ length: sessions }, (_, a) => a),
+          (a) => s.open(`${run}-${a}`, { create: true }),
+          { concurrency: "unbounded" }
+        )
+        const drive = (ms: number, latencies: Array<number> | undefined) =>
+          Effect.forEach(
+            logs,
+            (log, a) =>
+              Effect.gen(function* () {
+                const deadline = performance.now() + ms
+                for (let i = 0; performance.now() < deadline; i++) {
+                  const t = performance.now()
+                  yield* log.append(appendDraft(a, i))
+                  latencies?.push(performance.now() - t)
+                }
+              }),
+            { concurrency: "unbounded", discard: true }
+          )
+        yield* drive(WARMUP_SECONDS * 1000, undefined)
+        const latencies: Array<number> = []
+        const t0 = performance.now()
+        yield* drive(seconds * 1000, latencies)
+        return { events: latencies.length, ms: performance.now() - t0, latencies }
+      })
+    )
+  )
+}
+
+const TAKEOVERS = Number(process.env.BENCH_TAKEOVERS ?? 20)
+
+/**
+ * Holder process (`--holder <url> <session>`): opens the session as soon as it is free (trying
+ * again every 2 ms while another process holds it), prints `open`, then appends an event every
+ * 20 ms until it is killed.
+ */
+const holder = (url: string, session: string) =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const store = yield* EventLogPg.storeAt(url, { maxConnections: 2 })
+        let log: EventLog.Service | undefined
+        while (!log) {
+          const opened = yield* Effect.either(store.open(session, { create: true }))
+          if (opened._tag === "Right") log = opened.right
+          else if (opened.left._tag === "SessionLocked") yield* Effect.sleep("2 millis")
+          else return yield* opened.left
+        }
+        process.stdout.write("open\n")
+        for (let i = 0; ; i++) {
+          yield* log.append(appendDraft(0, i))
+          yield* Effect.sleep("20 millis")
+        }
+      })
+    ) as Effect.Effect<void, unknown>
+  )
+
+/** Kill the process holding a session `n` times; how long until a waiting process held it, each time. */
+const takeovers = async (url: string, n: number): Promise<Array<number>> => {
+  const file = await bundle(fileURLToPath(import.meta.url), "eventlog")
+  const session = `takeover-${Date.now().toString(36)}`
+  interface Holder {
+    readonly child: ChildProcess
+    opened: number | undefined
+    readonly exited: Promise<void>
+  }
+  const all: Array<Holder> = []
+  let wake: () => void = () => {}
+  const launch = (): Holder => {
+    const child = spawn(process.execPath, [file, "--holder", url, session], { stdio: ["ignore", "pipe", "inherit"] })
+    const h: Holder = { child, opened: undefined, exited: new Promise((r) => child.on("exit", () => r())) }
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+      if (h.opened === undefined && d.includes("open")) {
+        h.opened = performance.now()
+        wake()
+      }
+    })
+    all.push(h)
+    return h
+  }
+  const until = (cond: () => boolean) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("takeover: no process opened the session within 120 s")), 120_000)
+      const check = () => {
+        if (!cond()) return
+        clearTimeout(timer)
+        resolve()
+      }
+      wake = check
+      check()
+    })
+  const times: Array<number> = []
+  try {
+    let current = launch()
+    await until(() => current.opened !== undefined)
+    for (let i = 0; i < n; i++) {
+      const waiter = launch()
+      // the waiter is up and trying (its store is open) before the holder dies
+      await new Promise((r) => setTimeout(r, 1000))
+      const killedAt = performance.now()
+      current.child.kill("SIGKILL")
+      await until(() => waiter.opened !== undefined)
+      times.push(waiter.opened! - killedAt)
+      await current.exited
+      current = waiter
+    }
+  } finally {
+    for (const h of all) if (h.child.exitCode === null && h.child.signalCode === null) h.child.kill("SIGKILL")
+    await Promise.all(all.map((h) => h.exited))
+  }
+  return times
+}
+
 const writeFoldLog = (dir: string, n: number) =>
   Effect.runPromise(
     Effect.scoped(
@@ -242,13 +376,24 @@ export const run = async (): Promise<void> => {
   rawPerEvent(WARMUP_SECONDS)
   const samples = { raw1: [] as Array<Sample>, rawB: [] as Array<Sample>, log1: [] as Array<Sample> }
   const concurrent = { log16: [] as Array<Sample>, log100: [] as Array<Sample> }
+  const across = { file: [] as Array<Sample>, pg: [] as Array<Sample> }
+  const pgFound = TestPostgres.availability()
+  const pgSkip = pgFound._tag === "missing" ? pgFound.reason : undefined
+  const pgServer = pgSkip === undefined ? await TestPostgres.start() : undefined
+  const fileDir = tempDir()
   for (let r = 0; r < ROUNDS; r++) {
     samples.raw1.push(rawPerEvent(APPEND_SECONDS))
     samples.rawB.push(rawBatched(APPEND_SECONDS, RAW_BATCH))
     samples.log1.push(await logAppends(1, APPEND_SECONDS))
     concurrent.log16.push(await logAppends(16, APPEND_SECONDS))
     concurrent.log100.push(await logAppends(100, APPEND_SECONDS))
+    across.file.push(await sessionAppends(Effect.succeed(EventLogFile.makeStore({ dir: fileDir })), 16, APPEND_SECONDS))
+    if (pgServer) across.pg.push(await sessionAppends(EventLogPg.storeAt(pgServer.url), 16, APPEND_SECONDS))
   }
+  fs.rmSync(fileDir, { recursive: true, force: true })
+  const takeoverMs = pgServer ? await takeovers(pgServer.url, TAKEOVERS).finally(() => pgServer.stop()) : []
+  const file16 = best(across.file)
+  const pg16 = pgServer ? best(across.pg) : undefined
   const raw1 = best(samples.raw1)
   const rawB = best(samples.rawB)
   const log1 = best(samples.log1)
@@ -285,6 +430,32 @@ export const run = async (): Promise<void> => {
     `16 × A = ${fmtInt(bound16)} events/s (${fmtPct(bound16 / rawB.perSecond)} of B): the most that 16 appenders ` +
       "which each wait for their acknowledgement can reach (at most 16 events per fdatasync)\n"
   )
+
+  printTable(
+    `16 concurrent sessions, one appender each (best of ${ROUNDS} rounds of ${APPEND_SECONDS} s)`,
+    ["case", "events/s", "p50", "p99", "ratio"],
+    [
+      row("EventLogFile, 16 sessions", file16, "baseline"),
+      pg16
+        ? row("EventLogPg (local server), 16 sessions", pg16, `${(pg16.perSecond / file16.perSecond).toFixed(2)}× file`)
+        : ["EventLogPg, 16 sessions", "-", "-", "-", `skipped: ${pgSkip}`]
+    ]
+  )
+
+  if (takeoverMs.length > 0) {
+    printTable(
+      `Takeover in Postgres: the process holding a session is killed (SIGKILL) while another waits (${takeoverMs.length} kills)`,
+      ["case", "p50", "p99", "max"],
+      [
+        [
+          "kill → the waiting process holds the session",
+          fmtMs(percentile(takeoverMs, 0.5)),
+          fmtMs(percentile(takeoverMs, 0.99)),
+          fmtMs(Math.max(...takeoverMs))
+        ]
+      ]
+    )
+  }
 
   // Open + fold
   const dir = tempDir()
@@ -339,7 +510,18 @@ export const run = async (): Promise<void> => {
       log16,
       log100,
       bound16,
+      sessions16: { file: file16, pg: pg16 ?? null, pgSkipped: pgSkip ?? null },
+      takeover:
+        takeoverMs.length > 0
+          ? {
+              kills: takeoverMs.length,
+              p50Ms: percentile(takeoverMs, 0.5),
+              p99Ms: percentile(takeoverMs, 0.99),
+              maxMs: Math.max(...takeoverMs)
+            }
+          : null,
       ratios: {
+        pg16VsFile16: pg16 ? pg16.perSecond / file16.perSecond : null,
         log1VsRawPerEvent: log1.perSecond / raw1.perSecond,
         log16VsRawBatched: log16.perSecond / rawB.perSecond,
         log16VsBound: log16.perSecond / bound16,
@@ -352,4 +534,9 @@ export const run = async (): Promise<void> => {
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
+}
+
+if (process.argv.includes("--holder")) {
+  const at = process.argv.indexOf("--holder")
+  await holder(process.argv[at + 1]!, process.argv[at + 2]!)
 }

@@ -7,6 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Readable, Writable } from "node:stream"
 import * as acp from "@agentclientprotocol/sdk"
+import { Sandbox as OsSandbox } from "@musekit/node"
 import { beforeAll, describe, expect, it } from "vitest"
 import { bin, buggyRepo, ensureBuilt, muse, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
 
@@ -409,7 +410,7 @@ describe("muse acp", () => {
     }
   })
 
-  it("an editor that offers terminals runs run_shell in one, shown with the tool call", async () => {
+  it("an editor that offers terminals runs run_shell in one (without the OS sandbox), shown with the tool call", async () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)
     const script = writeScript(sb, "term", {
@@ -426,8 +427,24 @@ describe("muse acp", () => {
         }
       ]
     })
+    // in the OS sandbox the command runs in muse, never in the editor's terminal (which has the user's rights)
+    if (OsSandbox.detect().available) {
+      const boxed = terminals()
+      const inBox = await editor(sb, ["--script", script, "--approval-mode", "auto"], repo, boxed)
+      try {
+        const id = (await inBox.agent.request("session/new", { cwd: repo, mcpServers: [] })).sessionId
+        const r = await inBox.agent.request("session/prompt", {
+          sessionId: id,
+          prompt: [{ type: "text", text: "run the tests" }]
+        })
+        expect(r.stopReason).toBe("end_turn")
+        expect(boxed.made).toEqual([])
+      } finally {
+        await inBox.close()
+      }
+    }
     const term = terminals()
-    const ed = await editor(sb, ["--script", script, "--approval-mode", "auto"], repo, term)
+    const ed = await editor(sb, ["--script", script, "--approval-mode", "auto", "--sandbox", "off"], repo, term)
     let sessionId = ""
     try {
       sessionId = (await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })).sessionId
@@ -463,7 +480,7 @@ describe("muse acp", () => {
     try {
       await expect(
         ed.agent.request("session/load", { sessionId: "20990101-000000-abcdef", cwd: sb.root, mcpServers: [] })
-      ).rejects.toThrow(/no session 20990101-000000-abcdef/)
+      ).rejects.toThrow(/no such session: "20990101-000000-abcdef"/)
     } finally {
       await ed.close()
     }

@@ -300,7 +300,13 @@ describe("muse resume, replay, sessions, log", () => {
     expect(muse(["log", session, "--agent", "nobody"], { sb, cwd: repo }).stdout).toBe("")
     const missing = muse(["log", "no-such-session"], { sb, cwd: repo })
     expect(missing.code).toBe(2)
-    expect(missing.stderr).toContain("no session no-such-session")
+    expect(missing.stderr).toContain('no such session: "no-such-session"')
+    // a name that is no session id (a path) is no session either: usage error, nothing read or written
+    for (const command of ["log", "replay", "resume"]) {
+      const bad = muse([command, "../../etc/passwd"], { sb, cwd: repo })
+      expect(bad.code, `${command}: ${bad.stderr}`).toBe(2)
+      expect(bad.stderr).toContain('no such session: "../../etc/passwd"')
+    }
   })
 
   it("the example session ships with the CLI and replays exactly, with no API key", () => {
@@ -383,5 +389,52 @@ describe("configuration and first run", () => {
     const noTty = muse([], { sb })
     expect(noTty.code).toBe(2)
     expect(noTty.stderr).toContain("needs a terminal")
+  })
+
+  it("--help into a pipe has no colour codes, with neither NO_COLOR nor FORCE_COLOR set", () => {
+    const sb = sandbox()
+    for (const args of [["--help"], ["run", "--help"]]) {
+      const help = muse(args, { sb, env: { NO_COLOR: undefined, FORCE_COLOR: undefined } })
+      expect(help.code, help.stderr).toBe(0)
+      expect(help.stdout).toContain("USAGE")
+      expect(help.stdout).not.toContain("\u001b")
+      expect(help.stderr).not.toContain("\u001b")
+    }
+  })
+})
+
+describe("large inputs", () => {
+  it("a 21 MB task on stdin goes to the blob store once: the log stays small and replays", { timeout: 240_000 }, () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const script = writeScript(sb, "large", {
+      replies: [{ when: "summarize this dump", steps: [{ text: "Read it." }] }]
+    })
+    const line = "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 -=-=-=-=-=-=-=-\n"
+    const task = `summarize this dump\n${line.repeat(Math.ceil((21 * 1024 * 1024) / line.length))}`
+    const r = muse(["run", "-", "--script", script, "--no-crew", "--output-format", "json"], {
+      sb,
+      cwd: repo,
+      input: task,
+      timeoutMs: 180_000
+    })
+    expect(r.code, r.stderr).toBe(0)
+    const session = JSON.parse(r.stdout).session as string
+    const logFile = path.join(sb.state, "sessions", `${session}.jsonl`)
+    // the log holds a reference and a preview, not the text (before: 105 MB, user.message alone 42 MB)
+    expect(fs.statSync(logFile).size).toBeLessThan(256 * 1024)
+    const input = readLog(sb, session).find((e) => e.type === "user.input").data
+    expect(input.bytes).toBe(Buffer.byteLength(task.trimEnd()))
+    // everything under the state directory: the task once, and little else
+    const total = (dir: string): number =>
+      fs
+        .readdirSync(dir, { withFileTypes: true })
+        .reduce(
+          (n, e) => n + (e.isDirectory() ? total(path.join(dir, e.name)) : fs.statSync(path.join(dir, e.name)).size),
+          0
+        )
+    expect(total(sb.state)).toBeLessThan(Buffer.byteLength(task) + 1024 * 1024)
+    const v = muse(["replay", session, "--verify"], { sb, cwd: repo, timeoutMs: 180_000 })
+    expect(v.code, v.stderr).toBe(0)
   })
 })

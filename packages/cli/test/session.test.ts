@@ -66,7 +66,13 @@ describe("the session as muse runs it", () => {
     expect(third).toBeGreaterThan(at)
 
     const report = await Effect.runPromise(
-      Tools.replay({ session: "s", dir, events, verify: true, plugins: plugins.plugins }) as Effect.Effect<any, unknown>
+      Tools.replay({
+        session: "s",
+        store: EventLogFile.makeStore({ dir }),
+        events,
+        verify: true,
+        plugins: plugins.plugins
+      }) as Effect.Effect<any, unknown>
     )
     expect(report.matched).toBe(events.length)
   })

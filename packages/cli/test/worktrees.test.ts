@@ -82,6 +82,32 @@ describe("muse with worktrees", () => {
     expect(replay.code, replay.stderr + replay.stdout).toBe(0)
   })
 
+  it("in a repository whose own config names commands, muse's git runs none of them", () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const marks = fs.mkdtempSync(path.join(sb.root, "marks-"))
+    const evil = path.join(sb.root, "evil.sh")
+    fs.writeFileSync(evil, `#!/bin/sh\ntouch "${marks}/$1"\ncat\n`, { mode: 0o755 })
+    fs.writeFileSync(path.join(repo, ".gitattributes"), "* filter=evil\n")
+    execFileSync("git", ["add", ".gitattributes"], { cwd: repo })
+    execFileSync("git", ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-qm", "attributes"], {
+      cwd: repo
+    })
+    fs.appendFileSync(
+      path.join(repo, ".git", "config"),
+      `[core]\n\tfsmonitor = ${evil} fsmonitor\n[filter "evil"]\n\tclean = ${evil} clean\n\tsmudge = ${evil} smudge\n`
+    )
+    for (const hook of ["post-commit", "post-merge", "post-checkout", "reference-transaction"]) {
+      fs.writeFileSync(path.join(repo, ".git", "hooks", hook), `#!/bin/sh\ntouch "${marks}/${hook}"\n`, { mode: 0o755 })
+    }
+    const file = writeScript(sb, "notes", script)
+    const r = muse(["run", "write the notes", "--script", file, "--output-format", "json"], { sb, cwd: repo })
+    expect(r.code, r.stderr).toBe(0)
+    expect(JSON.parse(r.stdout).text).toBe("Merged the notes.")
+    expect(fs.readFileSync(path.join(repo, "NOTES.md"), "utf8")).toBe("# Notes\n")
+    expect(fs.readdirSync(marks)).toEqual([])
+  })
+
   it("--no-worktrees, and a directory that is not a git repository, keep the crew in the checkout", () => {
     const sb = sandbox()
     const repo = buggyRepo(sb.root)

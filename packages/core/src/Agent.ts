@@ -26,6 +26,7 @@ import type * as Event from "./Event.js"
 import * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
 import * as Recorder from "./Recorder.js"
+import * as Stop from "./Stop.js"
 import * as Tools from "./Tools.js"
 import * as Workspace from "./Workspace.js"
 
@@ -133,13 +134,62 @@ export interface Agent {
   readonly usage: Effect.Effect<Model.Usage>
   /** The state between turns (call it only when no turn is running). */
   readonly save: Effect.Effect<State>
+  /**
+   * Where the agent's last turn was when it was interrupted (`None` when it was not): `resume`
+   * goes on with it from there.
+   */
+  readonly interrupted: Effect.Effect<Option.Option<TurnState>>
 }
+
+/** A text as an event holds it: inline, or (when large) in the blob store with its size and first characters. */
+export type TextData =
+  | { readonly text: string }
+  | { readonly blob: string; readonly bytes: number; readonly preview: string }
+
+/** Texts larger than this many UTF-8 bytes go to the blob store (tool results too, by default). */
+export const INLINE_BYTES = 32 * 1024
+
+const PREVIEW_CHARS = 512
+
+const encoder = new TextEncoder()
+
+/** Whether `text` takes more than `limit` bytes in UTF-8 (without encoding it when it cannot). */
+const longerThan = (text: string, limit: number) =>
+  text.length > limit || (text.length * 3 > limit && encoder.encode(text).length > limit)
+
+/** `text` as an event should hold it: inline up to `limit` bytes, else in the blob store (redacted like the log). */
+export const storeText = (
+  rec: Recorder.Service,
+  text: string,
+  limit = INLINE_BYTES
+): Effect.Effect<TextData, Recorder.RecorderError> => {
+  if (!longerThan(text, limit)) return Effect.succeed({ text })
+  // the size and preview are those of the redacted text the store keeps, as a replay (which reads
+  // the redacted blob back) finds them
+  const redacted = rec.redact(text)
+  return Effect.map(rec.putBlob(encoder.encode(text)), (blob) => ({
+    blob,
+    bytes: redacted === text ? encoder.encode(text).length : encoder.encode(redacted).length,
+    preview: redacted.slice(0, PREVIEW_CHARS)
+  }))
+}
+
+/** The text an event holds (see `storeText`). */
+export const loadText = (rec: Recorder.Service, data: TextData): Effect.Effect<string, Recorder.RecorderError> =>
+  "text" in data
+    ? Effect.succeed(data.text)
+    : Effect.map(rec.getBlob(data.blob), (bytes) => new TextDecoder().decode(bytes))
 
 const INTERRUPTED_RESULT = "interrupted: the turn was stopped before this tool call finished; its effect may be partial"
 
 /** The reply a model sees for a tool call the session stopped in the middle of. */
 export const interruptedToolResult = (tool: string) => ({
   error: `interrupted: the session stopped while ${tool} was running, so its effect may be partial. Check the workspace before running it again.`
+})
+
+/** The reply a model sees for a tool call that was running when a stop was requested (`Stop`). */
+export const stoppedToolResult = (tool: string, reason: string) => ({
+  error: `interrupted (${reason}) while ${tool} was running, so its effect may be partial. Check the workspace before running it again.`
 })
 
 const resultOf = (isFailure: boolean, result: unknown): Plugin.ToolResult => ({ isFailure, result })
@@ -150,22 +200,31 @@ const textOf = (parts: ReadonlyArray<Prompt.UserMessagePartEncoded>) =>
     .map((p) => p.text)
     .join("\n")
 
-/** Every tool result for calls of the last assistant message that has none yet (after an interruption). */
-const repairHistory = (history: Array<Prompt.MessageEncoded>) => {
+/**
+ * The tool message for the calls of the last assistant message when it has none (the turn was
+ * interrupted among them): the results of the calls that finished, an "interrupted" result for the others.
+ */
+const repairHistory = (
+  history: Array<Prompt.MessageEncoded>,
+  finished: ReadonlyArray<Prompt.ToolResultPartEncoded>
+) => {
   const last = history[history.length - 1]
   if (last?.role !== "assistant" || typeof last.content === "string") return
   const calls = last.content.filter((p): p is Prompt.ToolCallPartEncoded => p.type === "tool-call")
   if (calls.length === 0) return
   history.push({
     role: "tool",
-    content: calls.map((c) => ({
-      type: "tool-result" as const,
-      id: c.id,
-      name: c.name,
-      isFailure: true,
-      result: { error: INTERRUPTED_RESULT },
-      providerExecuted: false
-    }))
+    content: calls.map(
+      (c) =>
+        finished.find((r) => r.id === c.id) ?? {
+          type: "tool-result" as const,
+          id: c.id,
+          name: c.name,
+          isFailure: true,
+          result: { error: INTERRUPTED_RESULT },
+          providerExecuted: false
+        }
+    )
   })
 }
 
@@ -184,8 +243,9 @@ export const make = (
     const workspace = config.workspace ?? (yield* Workspace.Workspace)
     const rec = yield* Recorder.Recorder
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     const agentName = config.name
-    const inlineLimit = config.inlineResultBytes ?? 32 * 1024
+    const inlineLimit = config.inlineResultBytes ?? INLINE_BYTES
     // what one tool result may show the model (the whole result is in the log either way)
     const resultBudget = model.contextWindow !== undefined ? Tools.resultBudget(model.contextWindow) : undefined
 
@@ -201,11 +261,55 @@ export const make = (
     const tools = Tools.fromList(filtered)
 
     const history: Array<Prompt.MessageEncoded> = [...(config.restore?.history ?? [])]
+    /** Results of the tool calls of the step in progress, until they go into the history together. */
+    let stepResults: Array<Prompt.ToolResultPartEncoded> = []
+    /** Where the turn in progress is (updated at each step); kept when the turn is interrupted. */
+    let turnNow: TurnState | undefined
+    let interruptedTurn: TurnState | undefined
+
+    /**
+     * Stop here if the log shows the turn was interrupted here (replaying), or a stop was requested
+     * (live): the two always agree, because a live stop takes effect only at these points. A
+     * request is not honoured while the agent still replays what the log holds.
+     */
+    const stopPoint = Effect.gen(function* () {
+      const next = yield* rec.peek(agentName)
+      if (Option.isSome(next)) {
+        if (next.value.type === Recorder.INTERRUPTED) return yield* Recorder.interruptedAt(next.value)
+        return
+      }
+      const requested = yield* stop.requested
+      if (Option.isSome(requested)) {
+        return yield* new Recorder.Interrupted({ seq: -1, agent: agentName, reason: requested.value })
+      }
+    })
+    /** `effect`, unless a stop is requested first (live): then it is interrupted and the turn stops. */
+    const stoppable = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Recorder.Interrupted, R> =>
+      Effect.flatMap(rec.replaying(agentName), (replaying) =>
+        replaying
+          ? effect
+          : Effect.raceFirst(
+              effect,
+              Effect.flatMap(stop.await, (reason) =>
+                Effect.fail(new Recorder.Interrupted({ seq: -1, agent: agentName, reason }))
+              )
+            )
+      )
     /** Leading history messages that are the same objects as at the previous model call. */
     let stable = config.restore?.stable ?? 0
     const totalUsage = yield* Ref.make(config.restore?.usage ?? Model.emptyUsage)
     const record = (type: string, data: unknown, parent: string | null = null, durable = true) =>
       rec.append({ agent: agentName, type, data, parent }, undefined, { durable })
+
+    /**
+     * A call's summary, made from its parameters as the log keeps them (redacted): a replay, which
+     * reads them back from the log, makes the same.
+     */
+    const summaryOf = (def: Tools.Definition, params: unknown) => {
+      const json = JSON.stringify(params ?? null)
+      const redacted = rec.redact(json)
+      return def.summarize(redacted === json ? params : JSON.parse(redacted))
+    }
 
     /** A path a tool names, normalized and relative to the workspace root (absolute when outside it). */
     const lexical = (p: string) =>
@@ -219,9 +323,10 @@ export const make = (
           agent: agentName,
           tool: def.name,
           effect: def.effect,
-          summary: def.summarize(params),
+          summary: summaryOf(def, params),
           ...(def.command ? { command: def.command(params) } : {}),
-          ...(paths.length > 0 ? { paths } : {})
+          ...(paths.length > 0 ? { paths } : {}),
+          ...(def.unsandboxed?.(params) ? { unsandboxed: true } : {})
         }
         const auto = yield* approvals.check(request)
         if (auto) {
@@ -229,7 +334,7 @@ export const make = (
           yield* record("approval.decided", { callId, tool: def.name, summary: request.summary, ...auto }, null, false)
           return auto
         }
-        const { value: answer } = yield* Recorder.stepWith<Approvals.Answer, never, never>(rec, {
+        const { value: answer } = yield* Recorder.stepWith<Approvals.Answer, Recorder.Interrupted, never>(rec, {
           agent: agentName,
           intent: {
             type: "approval.requested",
@@ -243,12 +348,14 @@ export const make = (
             Effect.gen(function* () {
               const preview = (intent.data as { observed?: { preview?: string | null } }).observed?.preview
               const shown = approvals.propose ? yield* approvals.propose(request) : undefined
-              return yield* prompter.ask({
-                ...request,
-                preview: preview ?? undefined,
-                ...(shown?.proposal ? { proposal: shown.proposal } : {}),
-                ...(shown && shown.warnings.length > 0 ? { warnings: shown.warnings } : {})
-              })
+              return yield* stoppable(
+                prompter.ask({
+                  ...request,
+                  preview: preview ?? undefined,
+                  ...(shown?.proposal ? { proposal: shown.proposal } : {}),
+                  ...(shown && shown.warnings.length > 0 ? { warnings: shown.warnings } : {})
+                })
+              )
             }),
           outcome: (a) => ({
             type: "approval.answered",
@@ -258,7 +365,8 @@ export const make = (
               scope: a.scope,
               reason: a.reason ?? null,
               // the rule the person confirmed (null: none); once-answers store none and say nothing
-              ...(a.scope === "once" ? {} : { rule: a.rule ?? null })
+              ...(a.scope === "once" ? {} : { rule: a.rule ?? null }),
+              ...(a.unsandboxed ? { unsandboxed: true } : {})
             }
           }),
           outcomeTypes: ["approval.answered"],
@@ -270,7 +378,13 @@ export const make = (
               (d.scope !== "once" && !("rule" in d)
                 ? { tool: def.name, pattern: request.summary, action: d.allow ? "allow" : "deny", scope: d.scope }
                 : undefined)
-            return { allow: d.allow, scope: d.scope, reason: d.reason ?? undefined, ...(rule ? { rule } : {}) }
+            return {
+              allow: d.allow,
+              scope: d.scope,
+              reason: d.reason ?? undefined,
+              ...(rule ? { rule } : {}),
+              ...(d.unsandboxed === true ? { unsandboxed: true } : {})
+            }
           }
         })
         const decision = yield* approvals.remember(request, answer)
@@ -303,9 +417,26 @@ export const make = (
         const out: Record<string, string | null> = {}
         for (const p of paths) {
           const bytes = yield* Effect.orElseSucceed(workspace.read(p), () => null)
-          out[p] = bytes === null ? null : yield* Effect.orElseSucceed(rec.putBlob(bytes), () => null)
+          // kept exactly (a file holding a secret is sealed, not redacted): resume may have to put it back
+          out[p] = bytes === null ? null : yield* Effect.orElseSucceed(rec.putBlob(bytes, { exact: true }), () => null)
         }
         return out
+      })
+
+    /**
+     * A text part too large for the log as a reference to the blob store: its first characters
+     * and, in `options.muse`, the blob and its size. The model gets the whole text (`Model` reads it
+     * back); the log, the history and checkpoints hold only the reference.
+     */
+    const textRef = (part: Prompt.TextPartEncoded) =>
+      Effect.map(storeText(rec, part.text, 0), (stored) => {
+        const ref = stored as Extract<TextData, { blob: string }>
+        const options = (part.options ?? {}) as Record<string, Record<string, unknown> | undefined>
+        return {
+          ...part,
+          text: `${ref.preview}…`,
+          options: { ...options, muse: { ...options.muse, blob: ref.blob, bytes: ref.bytes } }
+        } as Prompt.TextPartEncoded
       })
 
     const encodeResult = (r: Plugin.ToolResult) =>
@@ -316,6 +447,13 @@ export const make = (
         return { isFailure: r.isFailure, blob: hash, bytes: json.length, preview: json.slice(0, 512) }
       })
 
+    /** `r` as the log keeps it: with what the redactor finds replaced. */
+    const redactResult = (r: Plugin.ToolResult): Plugin.ToolResult => {
+      const json = JSON.stringify(r.result ?? null)
+      const redacted = rec.redact(json)
+      return redacted === json ? r : resultOf(r.isFailure, JSON.parse(redacted))
+    }
+
     const decodeResult = (data: any): Effect.Effect<Plugin.ToolResult, Recorder.RecorderError> =>
       data.blob
         ? Effect.map(rec.getBlob(data.blob), (bytes) =>
@@ -323,15 +461,87 @@ export const make = (
           )
         : Effect.succeed(resultOf(data.isFailure, data.result))
 
+    /** What a write tool's start records: fingerprints of its paths, and what the tool itself looks at. */
+    const observeCall = (
+      def: Tools.Definition,
+      params: unknown,
+      ctx: Tools.CallContext,
+      paths: ReadonlyArray<string>
+    ): Effect.Effect<Record<string, unknown>> =>
+      Effect.gen(function* () {
+        const observed: Record<string, unknown> = {}
+        if (paths.length > 0) observed.fingerprint = yield* snapshot(paths)
+        if (def.observe) {
+          observed.state = yield* def
+            .observe(params, ctx)
+            .pipe(
+              Effect.catchAllDefect((d) => Effect.succeed({ unobserved: d instanceof Error ? d.message : String(d) }))
+            )
+        }
+        return observed
+      })
+
+    /**
+     * Settle an interrupted call the tool's own way (`Tools.Definition.settle`): it looks at the
+     * world and says done, rerun or interrupted. The outcome records which (`settled`).
+     */
+    const settleByTool = (def: Tools.Definition, params: unknown, ctx: Tools.CallContext, intent: Event.Envelope) =>
+      Effect.gen(function* () {
+        const observed = ((intent.data as any)?.observed as { state?: unknown } | undefined)?.state
+        const settlement = yield* def.settle!(params, { ...ctx, observed }).pipe(
+          Effect.map((s): Tools.Settlement | { readonly _tag: "failed"; readonly error: string } => s),
+          Effect.catchAll((e) => Effect.succeed({ _tag: "failed" as const, error: e.message })),
+          Effect.catchAllDefect((d) =>
+            Effect.succeed({ _tag: "failed" as const, error: d instanceof Error ? d.message : String(d) })
+          )
+        )
+        switch (settlement._tag) {
+          case "done":
+            return { raw: resultOf(false, settlement.result), settled: "done" as const }
+          case "rerun":
+            return {
+              raw: yield* def.handler(params, ctx).pipe(
+                Effect.map((r) => resultOf(false, r)),
+                Effect.catchAll((e) =>
+                  Effect.succeed(resultOf(true, { error: e.message, ...(e.data ? { data: e.data } : {}) }))
+                ),
+                Effect.catchAllDefect((d) =>
+                  Effect.succeed(
+                    resultOf(true, { error: `${def.name} crashed: ${d instanceof Error ? d.message : String(d)}` })
+                  )
+                )
+              ),
+              settled: "rerun" as const
+            }
+          case "interrupted":
+            return {
+              raw: resultOf(true, settlement.reason ? { error: settlement.reason } : interruptedToolResult(def.name)),
+              settled: "interrupted" as const
+            }
+          case "failed":
+            return {
+              raw: resultOf(true, {
+                error: `${interruptedToolResult(def.name).error} Looking at what it did failed: ${settlement.error}`
+              }),
+              settled: "interrupted" as const
+            }
+        }
+      }).pipe(
+        Effect.flatMap(({ raw, settled }) =>
+          Effect.map(encodeResult(raw), (stored) => ({ raw, stored: { ...stored, settled } }))
+        )
+      )
+
     /** Run one tool call end to end; never fails for tool reasons (those go back to the model). */
     const runToolCall = (call: Model.ToolCall, options: SendOptions) =>
       Effect.gen(function* () {
-        const ctx: Tools.CallContext = {
+        let ctx: Tools.CallContext = {
           agent: agentName,
           callId: call.id,
           workspace,
           progress: (chunk) => (options.onToolOutput ? options.onToolOutput(call.id, chunk) : Effect.void)
         }
+        yield* stopPoint
         const reject = (reason: string) =>
           Effect.as(
             record("tool.rejected", { callId: call.id, tool: call.name, reason }),
@@ -354,6 +564,8 @@ export const make = (
           params = again.right
         }
         const decision = yield* approve(def, params, call.id, ctx)
+        // only a person's "run unsandboxed" answer takes a call out of the OS sandbox
+        if (decision.unsandboxed === true) ctx = { ...ctx, unsandboxed: true }
         if (!decision.allow) {
           const by =
             decision.by === "rule"
@@ -370,7 +582,7 @@ export const make = (
             callId: call.id,
             tool: def.name,
             effect: def.effect,
-            summary: def.summarize(params),
+            summary: summaryOf(def, params),
             params
           })
           const r = yield* def.handler(params, ctx).pipe(
@@ -388,6 +600,41 @@ export const make = (
         const paths = def.effect === "write" || def.effect === "exec" ? def.paths(params) : []
         // the result as it goes into the log: inline, or (when large) in the blob store
         const store = (r: Plugin.ToolResult) => Effect.map(encodeResult(r), (stored) => ({ raw: r, stored }))
+        /** The default settlement: re-run reads and idempotent tools; judge a write by its fingerprints. */
+        const settleByFingerprint = (intent: Event.Envelope) =>
+          Effect.gen(function* () {
+            if (def.effect === "read" || def.idempotent) return undefined
+            const recorded = (intent.data as any)?.observed?.fingerprint as Record<string, string | null> | undefined
+            if (def.effect === "write" && recorded) {
+              const files = Object.keys(recorded)
+              if (workspace.discardPartial) yield* workspace.discardPartial(files)
+              const now = yield* workspace.fingerprint(files)
+              if (files.every((p) => recorded[p] === now[p])) return undefined
+              // The write may have happened. Put the files back as they were before it, run it
+              // again, and keep the result only if it leaves exactly what was found: then the
+              // outcome is the one the interrupted run would have recorded.
+              const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
+              const restored = yield* Effect.forEach(files, (p) =>
+                recorded[p] === null
+                  ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
+                  : rec.getBlob(recorded[p]!).pipe(
+                      Effect.flatMap((bytes) => workspace.restore(p, bytes)),
+                      Effect.orElseSucceed(() => false)
+                    )
+              )
+              if (restored.every(Boolean)) {
+                const again = yield* def.handler(params, ctx).pipe(
+                  Effect.map((r) => resultOf(false, r)),
+                  Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
+                )
+                const after = yield* workspace.fingerprint(files)
+                if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
+              }
+              // Someone else changed the files: leave them as they were found.
+              yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
+            }
+            return resultOf(true, interruptedToolResult(def.name))
+          }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
         const { value: completed, outcome } = yield* Recorder.stepWith<
           { readonly raw: Plugin.ToolResult; readonly stored: object },
           Recorder.RecorderError,
@@ -400,11 +647,11 @@ export const make = (
               callId: call.id,
               tool: def.name,
               effect: def.effect,
-              summary: def.summarize(params),
+              summary: summaryOf(def, params),
               params
             }
           },
-          observe: paths.length > 0 ? Effect.map(snapshot(paths), (fingerprint) => ({ fingerprint })) : undefined,
+          observe: paths.length > 0 || def.observe ? observeCall(def, params, ctx, paths) : undefined,
           run: () =>
             Effect.flatMap(aliasRefusal(paths), (refusal) =>
               refusal !== undefined
@@ -420,44 +667,19 @@ export const make = (
                       )
                     )
                   )
-            ).pipe(Effect.flatMap(store)),
+            ).pipe(
+              // a stop interrupts the tool and settles it: the outcome says so, the turn stops after it
+              (handled) =>
+                Effect.raceFirst(
+                  handled,
+                  Effect.map(stop.await, (reason) => resultOf(true, stoppedToolResult(def.name, reason)))
+                ),
+              Effect.flatMap(store)
+            ),
           outcome: (r) => ({ type: "tool.completed", data: { callId: call.id, tool: def.name, ...r.stored } }),
           outcomeTypes: ["tool.completed"],
           fromOutcome: (e) => Effect.map(decodeResult(e.data), (raw) => ({ raw, stored: e.data as object })),
-          settle: (intent) =>
-            Effect.gen(function* () {
-              if (def.effect === "read" || def.idempotent) return undefined
-              const recorded = (intent.data as any)?.observed?.fingerprint as Record<string, string | null> | undefined
-              if (def.effect === "write" && recorded) {
-                const files = Object.keys(recorded)
-                if (workspace.discardPartial) yield* workspace.discardPartial(files)
-                const now = yield* workspace.fingerprint(files)
-                if (files.every((p) => recorded[p] === now[p])) return undefined
-                // The write may have happened. Put the files back as they were before it, run it
-                // again, and keep the result only if it leaves exactly what was found: then the
-                // outcome is the one the interrupted run would have recorded.
-                const found = yield* Effect.forEach(files, (p) => Effect.orElseSucceed(workspace.read(p), () => null))
-                const restored = yield* Effect.forEach(files, (p) =>
-                  recorded[p] === null
-                    ? Effect.orElseSucceed(workspace.restore(p, null), () => false)
-                    : rec.getBlob(recorded[p]!).pipe(
-                        Effect.flatMap((bytes) => workspace.restore(p, bytes)),
-                        Effect.orElseSucceed(() => false)
-                      )
-                )
-                if (restored.every(Boolean)) {
-                  const again = yield* def.handler(params, ctx).pipe(
-                    Effect.map((r) => resultOf(false, r)),
-                    Effect.catchAll((e) => Effect.succeed(resultOf(true, { error: e.message })))
-                  )
-                  const after = yield* workspace.fingerprint(files)
-                  if (!again.isFailure && files.every((p) => after[p] === now[p])) return again
-                }
-                // Someone else changed the files: leave them as they were found.
-                yield* Effect.forEach(files, (p, i) => Effect.ignore(workspace.restore(p, found[i]!)))
-              }
-              return resultOf(true, interruptedToolResult(def.name))
-            }).pipe(Effect.flatMap((r) => (r === undefined ? Effect.succeed(undefined) : store(r))))
+          settle: (intent) => (def.settle ? settleByTool(def, params, ctx, intent) : settleByFingerprint(intent))
         })
         const raw = completed.raw
         const changes =
@@ -475,7 +697,15 @@ export const make = (
             }
           }
         }
-        return yield* plugins.afterToolCall({ agent: agentName, callId: call.id, tool: def.name, params, result: raw })
+        // the agent goes on with the result as the log keeps it, redacted: a replay, which reads it back
+        // from the log, then sees, sends and measures the same
+        return yield* plugins.afterToolCall({
+          agent: agentName,
+          callId: call.id,
+          tool: def.name,
+          params,
+          result: redactResult(raw)
+        })
       })
 
     const budgetExceeded = (budget: Budget, steps: number, usage: Model.Usage, startedAt: number, now: number) => {
@@ -495,9 +725,13 @@ export const make = (
       options: SendOptions
     ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
-        repairHistory(history)
-        const content: ReadonlyArray<Prompt.UserMessagePartEncoded> =
-          typeof input === "string" ? [{ type: "text", text: input }] : input
+        repairHistory(history, stepResults)
+        stepResults = []
+        const content = yield* Effect.forEach(
+          typeof input === "string" ? [{ type: "text" as const, text: input }] : input,
+          (part): Effect.Effect<Prompt.UserMessagePartEncoded, Recorder.RecorderError> =>
+            part.type === "text" && longerThan(part.text, inlineLimit) ? textRef(part) : Effect.succeed(part)
+        )
         const attachments = options.attachments ?? []
         const { value: ready, outcome: readyEvent } = yield* Recorder.stepWith<
           ReadonlyArray<Prompt.UserMessagePartEncoded>,
@@ -542,21 +776,24 @@ export const make = (
         let parent = state.parent
         let malformedRetries = state.malformedRetries
         let overflowRetried = state.overflowRetried
+        const now = (): TurnState => ({
+          startedAt,
+          lastAt,
+          budget,
+          usage,
+          steps,
+          toolCalls,
+          text,
+          parent,
+          malformedRetries,
+          overflowRetried
+        })
+        repairHistory(history, stepResults)
+        stepResults = []
         while (true) {
-          if (options.atStep) {
-            yield* options.atStep({
-              startedAt,
-              lastAt,
-              budget,
-              usage,
-              steps,
-              toolCalls,
-              text,
-              parent,
-              malformedRetries,
-              overflowRetried
-            })
-          }
+          turnNow = now()
+          yield* stopPoint
+          if (options.atStep) yield* options.atStep(turnNow)
           const exceeded = budgetExceeded(budget, steps, usage, startedAt, lastAt)
           if (exceeded) return { status: "budget" as const, text, usage, steps, toolCalls, reason: exceeded }
           const delivered = yield* Recorder.pollWith<InboxMessage>(rec, {
@@ -601,16 +838,18 @@ export const make = (
             })
           yield* compact(overflowRetried)
           const result: Either.Either<Model.Result, Model.ModelError | Recorder.RecorderError> = yield* Effect.either(
-            model.generate(
-              {
-                agent: agentName,
-                parent,
-                system: config.instructions,
-                messages: history,
-                tools: tools.list,
-                stablePrefix: stable
-              },
-              { onDelta: options.onText }
+            stoppable(
+              model.generate(
+                {
+                  agent: agentName,
+                  parent,
+                  system: config.instructions,
+                  messages: history,
+                  tools: tools.list,
+                  stablePrefix: stable
+                },
+                { onDelta: options.onText }
+              )
             )
           )
           if (result._tag === "Left") {
@@ -650,14 +889,14 @@ export const make = (
           yield* Ref.update(totalUsage, (u) => Model.addUsage(u, reply.usage))
           history.push(Model.assistantMessage(reply))
           if (reply.text) text = reply.text
+          turnNow = now()
           if (reply.toolCalls.length === 0) {
             return { status: "completed" as const, text, usage, steps, toolCalls }
           }
-          const results: Array<Prompt.ToolResultPartEncoded> = []
           for (const call of reply.toolCalls) {
             toolCalls++
             const r = yield* runToolCall(call, options)
-            results.push({
+            stepResults.push({
               type: "tool-result",
               id: call.id,
               name: call.name,
@@ -665,8 +904,10 @@ export const make = (
               result: (resultBudget ? Tools.fitResult(tools.get(call.name), r.result, resultBudget) : r.result) as any,
               providerExecuted: false
             })
+            turnNow = now()
           }
-          history.push({ role: "tool", content: results })
+          history.push({ role: "tool", content: stepResults })
+          stepResults = []
         }
       })
 
@@ -675,21 +916,26 @@ export const make = (
       run: Effect.Effect<TurnResult, Recorder.RecorderError>
     ): Effect.Effect<TurnResult, Recorder.RecorderError> =>
       Effect.gen(function* () {
+        interruptedTurn = undefined
         const outcome = yield* Effect.either(run)
         if (outcome._tag === "Left") {
           if (outcome.left._tag === "Interrupted") {
-            yield* record(Recorder.INTERRUPTED, { reason: "interrupted" })
+            const reason = outcome.left.reason ?? "interrupted"
+            yield* record(Recorder.INTERRUPTED, { reason })
+            interruptedTurn = turnNow
+            turnNow = undefined
             return {
               status: "interrupted" as const,
-              text: "",
-              usage: Model.emptyUsage,
-              steps: 0,
-              toolCalls: 0,
-              reason: "interrupted"
+              text: interruptedTurn?.text ?? "",
+              usage: interruptedTurn?.usage ?? Model.emptyUsage,
+              steps: interruptedTurn?.steps ?? 0,
+              toolCalls: interruptedTurn?.toolCalls ?? 0,
+              reason
             }
           }
           return yield* Effect.fail(outcome.left)
         }
+        turnNow = undefined
         const r = outcome.right
         yield* record("turn.completed", {
           status: r.status,
@@ -711,6 +957,12 @@ export const make = (
       resume,
       history: Effect.sync(() => [...history]),
       usage: Ref.get(totalUsage),
-      save: Effect.map(Ref.get(totalUsage), (usage) => ({ history: [...history], stable, usage }))
+      save: Effect.map(Ref.get(totalUsage), (usage) => {
+        // the tool results of an interrupted step go into the history now, as the next turn would put them
+        repairHistory(history, stepResults)
+        stepResults = []
+        return { history: [...history], stable, usage }
+      }),
+      interrupted: Effect.sync(() => Option.fromNullable(interruptedTurn))
     } satisfies Agent
   })

@@ -13,7 +13,9 @@
  * - anything else: a glob over the one-line summary.
  *
  * Writes to protected paths (`.git/**`, `.muse/**`, `.claude/**`, at any depth) always ask, in
- * every mode; no rule and no "always" answer lets them through.
+ * every mode; no rule and no "always" answer lets them through. So does a call that asks to run
+ * outside the OS sandbox (`Request.unsandboxed`): only an answer with `unsandboxed: true` (the
+ * person chose "run unsandboxed") lets it out, once; it is never stored as a rule.
  *
  * @example
  * ```ts
@@ -67,6 +69,11 @@ export interface Request {
   readonly proposal?: Rule | undefined
   /** Why the call is asked although a rule or the mode might let it run (risks, what a rule cannot cover). */
   readonly warnings?: ReadonlyArray<string> | undefined
+  /**
+   * The call asks to run outside the OS sandbox. It always asks (in every mode), no rule covers it,
+   * and it runs outside only when the answer says `unsandboxed: true`.
+   */
+  readonly unsandboxed?: boolean | undefined
 }
 
 export interface Answer {
@@ -79,6 +86,11 @@ export interface Answer {
    * `request.proposal`). It is stored only if it matches the request; without it nothing is stored.
    */
   readonly rule?: Rule | undefined
+  /**
+   * "Run unsandboxed": the person lets a call that asked for it (`Request.unsandboxed`) run outside
+   * the OS sandbox, this once. An allowing answer without it runs the call inside the sandbox.
+   */
+  readonly unsandboxed?: boolean | undefined
 }
 
 export interface Decision {
@@ -89,6 +101,8 @@ export interface Decision {
   readonly rule?: string | undefined
   readonly scope?: Scope | undefined
   readonly reason?: string | undefined
+  /** The call runs outside the OS sandbox: a person answered "run unsandboxed". */
+  readonly unsandboxed?: boolean | undefined
 }
 
 /** What a question shows besides the call: the rule a session/always answer stores, and warnings. */
@@ -264,6 +278,10 @@ export const protectedRisk = (path: string): string | undefined => {
   }
   return undefined
 }
+
+/** Why a call that asks to run outside the sandbox is asked (shown with the question). */
+export const UNSANDBOXED_WARNING =
+  'runs outside the OS sandbox, with your full rights (files anywhere, your secrets, the network): only "run unsandboxed" lets it, this once'
 
 /** The protected-path warnings of a request (only calls that change files: `write` and `exec`). */
 export const protectedRisks = (request: Request): ReadonlyArray<string> =>
@@ -472,6 +490,7 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
           }
           const risks = protectedRisks(request)
           if (risks.length > 0) return { warnings: [...risks, ...warnings], analyzed }
+          if (request.unsandboxed) return { warnings: [UNSANDBOXED_WARNING, ...warnings], analyzed }
           const used = allowedBy(
             mine.filter((r) => r.action === "allow"),
             request,
@@ -497,7 +516,7 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
 
     /** The rule a session/always answer would store for `request`, if one can be offered. */
     const proposalFor = (request: Request, analyzed: Analyzed): Rule | undefined => {
-      if (protectedRisks(request).length > 0) return undefined
+      if (protectedRisks(request).length > 0 || request.unsandboxed) return undefined
       const rule = (pattern: string | undefined): Rule | undefined =>
         pattern === undefined ? undefined : { tool: request.tool, pattern, action: "allow", scope: "session" }
       switch (analyzed._tag) {
@@ -531,7 +550,12 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
         Effect.gen(function* () {
           const m = mode
           const rule = answer.rule
-          if (answer.scope !== "once" && rule !== undefined && protectedRisks(request).length === 0) {
+          if (
+            answer.scope !== "once" &&
+            rule !== undefined &&
+            !request.unsandboxed &&
+            protectedRisks(request).length === 0
+          ) {
             const analyzed = yield* analyze(request)
             if (fits(rule, request, answer.allow, analyzed)) {
               const stored: Rule = { ...rule, scope: answer.scope }
@@ -539,7 +563,16 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
               if (answer.scope === "project" && policy.persist) yield* policy.persist(stored)
             }
           }
-          return { allow: answer.allow, by: "user", mode: m, scope: answer.scope, reason: answer.reason } as Decision
+          const out = answer.allow && request.unsandboxed === true && answer.unsandboxed === true
+          return {
+            allow: answer.allow,
+            by: "user",
+            mode: m,
+            // an answer about running outside the sandbox is never remembered beyond this call
+            scope: request.unsandboxed ? "once" : answer.scope,
+            reason: answer.reason,
+            ...(out ? { unsandboxed: true } : {})
+          } as Decision
         }),
       mode: Effect.sync(() => mode),
       setMode: (m) =>

@@ -32,6 +32,7 @@ import type * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
 import * as Recorder from "./Recorder.js"
 import * as ReportPolicy from "./ReportPolicy.js"
+import * as Stop from "./Stop.js"
 import * as Tools from "./Tools.js"
 import type * as Workspace from "./Workspace.js"
 
@@ -94,7 +95,8 @@ export const defaultRoles: ReadonlyArray<Plugin.Role> = [
 
 interface Letter {
   readonly id: string
-  readonly kind: "task" | "message" | "review" | "verdict" | "stop"
+  /** `fail`: the member's workspace is gone (see `Plugin.SpawnResult.unavailable`); it fails on reading it. */
+  readonly kind: "task" | "message" | "review" | "verdict" | "stop" | "fail"
   readonly from: string
   readonly text: string
   readonly data?: unknown
@@ -175,8 +177,13 @@ export interface Service {
   readonly tools: ReadonlyArray<Tools.Definition>
   /** Wait until a report is due or the whole crew is idle; then everything pending, if any. */
   readonly settle: Effect.Effect<Option.Option<Agent.InboxMessage>>
-  /** Keep the main agent going until the crew is idle and every report is delivered. */
+  /**
+   * Keep the main agent going until the crew is idle and every report is delivered. A stop request
+   * (`Stop`) ends it at once: reports that come after it wait for the main agent's next turn.
+   */
   readonly run: (main: Agent.Agent, options?: Agent.SendOptions) => Effect.Effect<void, Recorder.RecorderError>
+  /** Wait until no member is working (after a stop: until every member's turn has ended). */
+  readonly quiet: Effect.Effect<void>
   /** Stop the crew: members end (replaying, they first finish their recorded events; a member's divergence fails it). */
   readonly shutdown: Effect.Effect<void, Recorder.Divergence>
   readonly roles: ReadonlyArray<Plugin.Role>
@@ -276,6 +283,7 @@ export const make = (
     const prompter = yield* Approvals.Prompter
     const plugins = Option.getOrElse(yield* Effect.serviceOption(Plugin.Plugins), () => Plugin.empty)
     const policy = Option.getOrElse(yield* Effect.serviceOption(ReportPolicy.ReportPolicy), () => ReportPolicy.make())
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     const scope = yield* Effect.scope
     const reviewRounds = options.reviewRounds ?? 2
     const perRole = options.membersPerRole ?? 2
@@ -438,8 +446,31 @@ export const make = (
         Effect.provideService(Recorder.Recorder, rec)
       )
 
+    /**
+     * The member's workspace could not be given back after a restart (the world is not as the log
+     * says). Its recorded past still replays; once it goes on live, the first letter it reads is
+     * this one, and it fails: recorded, reported to the main agent, never working elsewhere.
+     */
+    const workspaceLost = (m: Member, why: string) =>
+      Effect.gen(function* () {
+        // a member that ended gets a new workspace when it is restarted
+        if (m.status === "failed" || m.status === "stopped") return
+        const prefix = `${m.name}:workspace-lost:`
+        const n = [...m.consumed, ...m.mailbox.map((l) => l.id)].filter((id) => id.startsWith(prefix)).length
+        m.mailbox.unshift({
+          id: `${prefix}${n + 1}`,
+          kind: "fail",
+          from: "crew",
+          text: `its workspace could not be given back after the restart: ${why}`
+        })
+        yield* Deferred.succeed(m.signal, undefined)
+      })
+
     /** A member's life; `restored`: it was spawned before the checkpoint it comes back from. */
-    const memberLoop = (m: Member, restored: boolean): Effect.Effect<void, Recorder.RecorderError | CrewError> =>
+    const memberLoop = (
+      m: Member,
+      restored: boolean
+    ): Effect.Effect<void, Recorder.RecorderError | CrewError | Plugin.SpawnFailed> =>
       Effect.gen(function* () {
         let workspace: Workspace.Service | undefined
         if (!restored) {
@@ -447,6 +478,7 @@ export const make = (
           yield* record(m, "crew.spawned", { role: m.role.name, workspace: spawned?.info ?? null })
           workspace = spawned?.workspace
           if (spawned) m.ownWorkspace = { info: spawned.info ?? null }
+          if (spawned?.unavailable !== undefined) yield* workspaceLost(m, spawned.unavailable)
         }
         const agent = m.agent ?? (yield* makeAgent(m, workspace, undefined))
         m.agent = agent
@@ -457,6 +489,7 @@ export const make = (
           const got = yield* receive(m, "crew.task.received", (l) => l.kind !== "verdict")
           if (Option.isNone(got)) return
           const letter = got.value.value
+          if (letter.kind === "fail") return yield* new CrewError({ message: letter.text })
           if (letter.kind === "stop") {
             m.status = "stopped"
             yield* record(m, "crew.stopped", { by: letter.from })
@@ -633,6 +666,16 @@ export const make = (
         return yield* ensure(`${to}-${(count % perRole) + 1}`, to)
       })
 
+    /** Whether a member is at work, replaying, or has letters it has not taken yet. */
+    const busy = Effect.gen(function* () {
+      for (const m of members.values()) {
+        if (yield* rec.replaying(m.name)) return true
+        if (m.status === "starting" || m.status === "working" || m.status === "waiting-approval") return true
+        if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) return true
+      }
+      return false
+    })
+
     const service: Service = {
       roles,
       spawn,
@@ -677,23 +720,26 @@ export const make = (
           // a wake-up by the crew is not a boundary of the main agent
           const due = yield* policy.due
           if (Option.isSome(due)) return due
-          let busy = false
-          for (const m of members.values()) {
-            if (yield* rec.replaying(m.name)) busy = true
-            else if (m.status === "starting" || m.status === "working" || m.status === "waiting-approval") busy = true
-            else if (m.status === "idle" && m.mailbox.some((l) => !m.consumed.has(l.id))) busy = true
-          }
-          if (!busy) return yield* policy.flush
+          if (!(yield* busy)) return yield* policy.flush
+          yield* Deferred.await(wait)
+        }
+      }),
+      quiet: Effect.gen(function* () {
+        while (true) {
+          const wait = changed
+          if (!(yield* busy)) return
           yield* Deferred.await(wait)
         }
       }),
       run: (main, sendOptions) =>
         Effect.gen(function* () {
           while (true) {
+            // after a stop, what the crew reports waits for the person's next input
+            if (!(yield* rec.replaying(main.name)) && Option.isSome(yield* stop.requested)) return
             const next = yield* Recorder.pollWith<Agent.InboxMessage>(rec, {
               agent: main.name,
               type: "crew.reports",
-              take: service.settle,
+              take: Effect.raceFirst(service.settle, Effect.as(stop.await, Option.none())),
               toData: (m) => m,
               fromData: (d) => d as Agent.InboxMessage
             })
@@ -735,6 +781,15 @@ export const make = (
       })
     }
 
+    if (rec.mode !== "live") {
+      // before any member comes back: plugins put the world back as the log (and checkpoint) say
+      yield* plugins.onResume({
+        events: rec.recorded,
+        workspaces: (options.restore?.members ?? []).flatMap((saved) =>
+          saved.workspace !== undefined ? [{ agent: saved.name, info: saved.workspace }] : []
+        )
+      })
+    }
     if (options.restore) {
       const state = options.restore
       if (policy.checkpoint) yield* policy.checkpoint.restore(state.policy)
@@ -770,6 +825,7 @@ export const make = (
           }
           workspace = back.workspace
           m.ownWorkspace = { info: saved.workspace }
+          if (back.unavailable !== undefined) yield* workspaceLost(m, back.unavailable)
         }
         // a member that had no agent yet gets one when it is restarted (in the workspace its spawn gives)
         if (saved.agent) m.agent = yield* makeAgent(m, workspace, saved.agent)

@@ -19,7 +19,8 @@
  * }).pipe(Effect.provide(EventLog.layerMemory("demo")))
  * ```
  */
-import { Chunk, Clock, Context, Effect, Layer, PubSub, Schema, type Scope, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, Layer, PubSub, Schema, type Scope, Stream } from "effect"
+import type * as Checkpoint from "./Checkpoint.js"
 import * as Event from "./Event.js"
 import * as Redactor from "./Redactor.js"
 
@@ -134,9 +135,20 @@ export interface Service {
   readonly flush: Effect.Effect<void, EventLogError>
   /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
   readonly redact: (text: string) => string
-  /** Store a payload in the content-addressed blob store; returns its sha256 hex hash. */
-  readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLogError>
+  /**
+   * Store a payload in the content-addressed blob store; returns the sha256 hex hash of what was
+   * stored. Payloads are redacted like events (secrets replaced), unless `exact`: a payload that
+   * must come back byte for byte (a file's content before a write, to restore it) is stored as it
+   * is when it holds no secret, and sealed by the backend when it does (`Backend.putSealed`); its
+   * hash is then that of the exact bytes.
+   */
+  readonly putBlob: (data: Uint8Array | string, options?: BlobOptions) => Effect.Effect<string, EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+}
+
+export interface BlobOptions {
+  /** The payload must come back byte for byte (see `Service.putBlob`). */
+  readonly exact?: boolean | undefined
 }
 
 export class EventLog extends Context.Tag("@musekit/core/EventLog")<EventLog, Service>() {}
@@ -156,6 +168,13 @@ export interface Backend {
   /** Stored events with `fromSeq <= seq <= toSeq`. */
   readonly read: (fromSeq: number, toSeq: number) => Stream.Stream<Event.Envelope, EventLogError>
   readonly putBlob: (data: Uint8Array) => Effect.Effect<string, EventLogError>
+  /**
+   * Store a payload that holds a secret and must come back exactly, so that the store itself shows
+   * none of it (the file backend encrypts it with a key kept outside the state directory); `getBlob`
+   * gives it back by the sha256 of its bytes. Without it, such payloads are stored as they are (a
+   * backend that never reaches a disk, like the memory one).
+   */
+  readonly putSealed?: ((data: Uint8Array) => Effect.Effect<string, EventLogError>) | undefined
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
 }
 
@@ -399,7 +418,14 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
         flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
       }),
       redact: (text) => redactor.redact(text),
-      putBlob: (data) => backend.putBlob(typeof data === "string" ? encoder.encode(data) : data),
+      putBlob: (data, blobOptions) =>
+        Effect.suspend(() => {
+          const bytes = typeof data === "string" ? encoder.encode(data) : data
+          const redacted = Redactor.redactBytes(redactor, bytes)
+          if (redacted === bytes) return backend.putBlob(bytes)
+          if (blobOptions?.exact) return (backend.putSealed ?? backend.putBlob)(bytes)
+          return backend.putBlob(redacted)
+        }),
       getBlob: backend.getBlob
     } satisfies Service
   })
@@ -477,6 +503,8 @@ export interface SessionInfo {
   readonly events: number
   /** Size in bytes of the stored log. */
   readonly bytes: number
+  /** The text of the first user input, where the store keeps it at hand (absent: not known). */
+  readonly firstInput?: string | null | undefined
 }
 
 export interface OpenOptions {
@@ -484,45 +512,108 @@ export interface OpenOptions {
   readonly create?: boolean | undefined
 }
 
+/** The first and the last event of a stored session (both absent for an empty log). */
+export interface Ends {
+  readonly first?: Event.Envelope | undefined
+  readonly last?: Event.Envelope | undefined
+}
+
+/**
+ * The sessions a backend holds: opening one for writing (one writer at a time, across processes
+ * where the backend is shared), reading without opening, their blobs and their checkpoints.
+ * `SessionRuntime` runs a session on any store; the file store is the default.
+ */
 export interface StoreService {
+  /** Where the sessions are, for messages (a directory, a database without its password). */
+  readonly where: string
+  /**
+   * Open a session for writing. While it is open nobody else can write to it: a second `open`
+   * (from this process or another one) fails with `SessionLocked`.
+   */
   readonly open: (sessionId: string, options?: OpenOptions) => Effect.Effect<Service, EventLogError, Scope.Scope>
+  /** Every session, newest activity first. */
   readonly sessions: Effect.Effect<ReadonlyArray<SessionInfo>, EventLogError>
   readonly exists: (sessionId: string) => Effect.Effect<boolean>
+  /** A session's stored events from `fromSeq` on, without opening it (a writer may be appending meanwhile). */
+  readonly read: (sessionId: string, fromSeq?: number) => Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError>
+  /** The first and last stored event of a session, without reading the rest. */
+  readonly ends: (sessionId: string) => Effect.Effect<Ends, EventLogError>
+  /** A blob of the store (the blob store every session of it shares). */
+  readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+  /** The session's latest checkpoint, or why there is none to use (`"none"`: never written). */
+  readonly readCheckpoint: (sessionId: string) => Effect.Effect<Either.Either<Checkpoint.Checkpoint, string>>
+  /** Replace the session's checkpoint (a crash leaves the old one or the new one, never a mix). */
+  readonly writeCheckpoint: (checkpoint: Checkpoint.Checkpoint) => Effect.Effect<void, EventLogError>
 }
 
 export class EventStore extends Context.Tag("@musekit/core/EventStore")<EventStore, StoreService>() {}
 
+/** `SessionInfo` of a stored log, from its events. */
+export const infoOf = (id: string, events: ReadonlyArray<Event.Envelope>): SessionInfo => {
+  const first = events[0]
+  const last = events[events.length - 1]
+  const title = first && typeof first.data === "object" && first.data !== null ? (first.data as any).title : null
+  return {
+    id,
+    title: typeof title === "string" ? title : null,
+    started: first?.at ?? null,
+    lastEventAt: last?.at ?? null,
+    events: events.length,
+    bytes: events.reduce((n, e) => n + Event.encodeLine(e).length + 1, 0)
+  }
+}
+
 /** A store that keeps every session in memory (tests, embedding). */
-export const makeMemoryStore = (options: { readonly redactor?: Redactor.Redactor } = {}): StoreService => {
+export const makeMemoryStore = (options: { readonly redactor?: Redactor.Redactor | undefined } = {}): StoreService => {
   const logs = new Map<string, Array<Event.Envelope>>()
   const blobs = new Map<string, Uint8Array>()
+  const checkpoints = new Map<string, string>()
+  const writing = new Set<string>()
+  const redactor = options.redactor ?? Redactor.none
+  const stored = (sessionId: string) =>
+    Effect.suspend(() => {
+      const events = logs.get(sessionId)
+      return events ? Effect.succeed(events) : Effect.fail(new SessionNotFound({ session: sessionId, where: "memory" }))
+    })
   return {
+    where: "memory",
     open: (sessionId, opts) =>
       Effect.gen(function* () {
+        if (writing.has(sessionId)) {
+          return yield* new SessionLocked({ session: sessionId, pid: 0, lockFile: "memory" })
+        }
         const existing = logs.get(sessionId)
         if (!existing && !opts?.create) return yield* new SessionNotFound({ session: sessionId, where: "memory" })
+        yield* Effect.acquireRelease(
+          Effect.sync(() => writing.add(sessionId)),
+          () => Effect.sync(() => writing.delete(sessionId))
+        )
         const backend = yield* memoryBackend(existing ?? [], blobs)
-        const service = yield* make(backend, { sessionId, redactor: options.redactor })
-        yield* Effect.addFinalizer(() => Effect.sync(() => logs.set(sessionId, [...backend.events])))
         logs.set(sessionId, backend.events as Array<Event.Envelope>)
-        return service
+        return yield* make(backend, { sessionId, redactor: options.redactor })
       }),
     sessions: Effect.sync(() =>
-      [...logs.entries()].map(([id, events]) => {
-        const first = events[0]
-        const last = events[events.length - 1]
-        const title = first && typeof first.data === "object" && first.data !== null ? (first.data as any).title : null
-        return {
-          id,
-          title: typeof title === "string" ? title : null,
-          started: first?.at ?? null,
-          lastEventAt: last?.at ?? null,
-          events: events.length,
-          bytes: events.reduce((n, e) => n + Event.encodeLine(e).length + 1, 0)
-        }
-      })
+      [...logs.entries()]
+        .map(([id, events]) => infoOf(id, events))
+        .sort((a, b) => (b.lastEventAt ?? 0) - (a.lastEventAt ?? 0) || (a.id < b.id ? 1 : -1))
     ),
-    exists: (sessionId) => Effect.sync(() => logs.has(sessionId))
+    exists: (sessionId) => Effect.sync(() => logs.has(sessionId)),
+    read: (sessionId, fromSeq = 0) => Effect.map(stored(sessionId), (events) => events.slice(Math.max(0, fromSeq))),
+    ends: (sessionId) =>
+      Effect.map(stored(sessionId), (events) => ({ first: events[0], last: events[events.length - 1] })),
+    getBlob: (hash) =>
+      Effect.suspend(() => {
+        const b = blobs.get(hash)
+        return b ? Effect.succeed(b) : Effect.fail(new BlobNotFound({ hash }))
+      }),
+    readCheckpoint: (sessionId) =>
+      Effect.sync(() => {
+        const text = checkpoints.get(sessionId)
+        return text === undefined ? Either.left("none") : Either.right(JSON.parse(text) as Checkpoint.Checkpoint)
+      }),
+    writeCheckpoint: (checkpoint) =>
+      // kept as text, redacted like the log (what `Checkpoint.encode` stores)
+      Effect.sync(() => void checkpoints.set(checkpoint.session, redactor.redact(JSON.stringify(checkpoint))))
   }
 }
 

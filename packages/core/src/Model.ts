@@ -41,12 +41,35 @@ export const isOverflow = (message: string): boolean =>
     message
   )
 
-/** A short account of why a reply could not be decoded. */
-export const describeMalformed = (e: unknown): string => {
+/** The raw parts a decode error of @effect/ai holds (what the provider sent, before decoding). */
+const rawParts = (e: unknown): ReadonlyArray<unknown> => {
+  for (let cur: any = e, i = 0; cur && i < 4; cur = cur.cause, i++) {
+    const actual = cur.issue?.actual
+    if (actual && typeof actual === "object") {
+      if (Array.isArray(actual)) return actual
+      if (Symbol.iterator in actual) return [...(actual as Iterable<unknown>)]
+    }
+  }
+  return []
+}
+
+/**
+ * A short account of why a reply could not be decoded. A call to a tool that is not among
+ * `tools` is named (@effect/ai's own error is a dump of the whole response schema).
+ */
+export const describeMalformed = (e: unknown, tools?: ReadonlyArray<string>): string => {
   const text = errorMessage(e)
+  if (tools !== undefined) {
+    const call = rawParts(e).find(
+      (p: any) => p?.type === "tool-call" && typeof p.name === "string" && !tools.includes(p.name)
+    ) as { name: string } | undefined
+    if (call) return `the reply called a tool named ${JSON.stringify(call.name)}, which does not exist`
+  }
   const unknownTool = /ToolCallPart[\s\S]*?actual \\?"([^"\\]+)\\?"/.exec(text)
   if (unknownTool) return `the reply called a tool named "${unknownTool[1]}", which does not exist`
   const first = text.split("\n")[0] ?? text
+  // a provider's own account (the models package words them) needs no prefix; a schema dump is cut short
+  if (!/Chunk<|ParseError|Expected |MalformedOutput \{/.test(first)) return first.slice(0, 500)
   return `the reply could not be decoded: ${first.slice(0, 300)}`
 }
 
@@ -212,7 +235,22 @@ const errorMessage = (e: unknown): string => {
 
 const ephemeral = { anthropic: { cacheControl: { type: "ephemeral" as const } } }
 
-/** Resolve `blob:<sha256>` file data to bytes and add prompt-cache breakpoints. */
+/** The blob a text part stands for (`Agent` keeps large input texts in the blob store), if any. */
+const textBlobOf = (p: Prompt.UserMessagePartEncoded): string | undefined => {
+  if (p.type !== "text") return undefined
+  const blob = (p.options as { muse?: { blob?: unknown } } | undefined)?.muse?.blob
+  return typeof blob === "string" ? blob : undefined
+}
+
+/** The part with its text read back from the blob store, without the reference. */
+const withText = (p: Prompt.TextPartEncoded, text: string): Prompt.TextPartEncoded => {
+  const { blob: _blob, bytes: _bytes, ...muse } = (p.options as { muse: Record<string, unknown> }).muse
+  const options = { ...p.options, muse } as Record<string, unknown>
+  if (Object.keys(muse).length === 0) delete options.muse
+  return { ...p, text, options: options as Prompt.TextPartEncoded["options"] }
+}
+
+/** Resolve `blob:<sha256>` file data to bytes, text parts kept in the blob store to their text, and add prompt-cache breakpoints. */
 const toProviderPrompt = (
   system: string,
   messages: ReadonlyArray<Prompt.MessageEncoded>,
@@ -225,7 +263,11 @@ const toProviderPrompt = (
       const hasBlob =
         m.role === "user" &&
         Array.isArray(m.content) &&
-        m.content.some((p) => p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:"))
+        m.content.some(
+          (p) =>
+            (p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:")) ||
+            textBlobOf(p) !== undefined
+        )
       if (!hasBlob) {
         out.push(messageOf(m))
         continue
@@ -233,9 +275,13 @@ const toProviderPrompt = (
       if (m.role === "user" && Array.isArray(m.content)) {
         const content: Array<Prompt.UserMessagePartEncoded> = []
         for (const p of m.content) {
+          const textBlob = textBlobOf(p)
           if (p.type === "file" && typeof p.data === "string" && p.data.startsWith("blob:")) {
             const bytes = yield* Effect.orDie(getBlob(p.data.slice(5)))
             content.push({ ...p, data: bytes })
+          } else if (textBlob !== undefined) {
+            const bytes = yield* Effect.orDie(getBlob(textBlob))
+            content.push(withText(p as Prompt.TextPartEncoded, new TextDecoder().decode(bytes)))
           } else content.push(p)
         }
         out.push(Schema.decodeSync(Prompt.Message)({ ...m, content }))
@@ -363,7 +409,13 @@ export const make = (
             e instanceof ModelError
               ? { error: e.message, malformed: false }
               : isMalformed(e)
-                ? { error: describeMalformed(e), malformed: true }
+                ? {
+                    error: describeMalformed(
+                      e,
+                      request.tools.map((t) => t.name)
+                    ),
+                    malformed: true
+                  }
                 : { error: errorMessage(e), malformed: false }
           )
         )

@@ -14,6 +14,7 @@
  * | `afterToolCall`    | sequential transform               |
  * | `onSpawn`          | first result wins (a workspace)    |
  * | `onRestore`        | first result wins (the same workspace, for a member back from a checkpoint) |
+ * | `onResume`         | sequential, in plugin order (before any crew member comes back) |
  * | `onEvent`          | parallel observers                 |
  *
  * A hook is a function or `{ handler, order: "pre" | "post" }`.
@@ -33,7 +34,7 @@
  * ```
  */
 import type { Prompt } from "@effect/ai"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import type * as Event from "./Event.js"
 import type * as Model from "./Model.js"
 import type * as Recorder from "./Recorder.js"
@@ -116,6 +117,36 @@ export interface SpawnResult {
   readonly workspace: Workspace.Service
   /** Extra data recorded with the spawn (e.g. the worktree path and branch). */
   readonly info?: unknown
+  /**
+   * The member's workspace could not be given back (a worktree that could not be re-created after a
+   * crash): why. `workspace` then refuses every path, and the member fails, reporting this to the
+   * main agent, as soon as it goes on live (what it replays still replays).
+   */
+  readonly unavailable?: string | undefined
+}
+
+/**
+ * A session with recorded events is run again (resumed, or replayed): what it replays, before any
+ * crew member comes back or any agent goes on. A plugin whose effects live outside the log (git
+ * worktrees, say) puts the world back here; what it finds it records under an agent name of its
+ * own (`Recorder.takeRecorded` gives back what earlier runs recorded there, so a replay, which
+ * cannot look, reads it instead).
+ */
+export interface ResumeInfo {
+  /** The events the run replays (after the checkpoint it starts from, if any). */
+  readonly events: ReadonlyArray<Event.Envelope>
+  /** What members restored from a checkpoint recorded about workspaces of their own (`SpawnResult.info`). */
+  readonly workspaces: ReadonlyArray<{ readonly agent: string; readonly info: unknown }>
+}
+
+/** A plugin could not give a crew member what its role needs (e.g. its own git worktree): the member fails. */
+export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("@musekit/core/SpawnFailed")("SpawnFailed", {
+  agent: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.agent} could not start: ${this.reason}`
+  }
 }
 
 export type HookFn<I, O, E = never> = (input: I) => Effect.Effect<O, E, any>
@@ -131,13 +162,19 @@ export interface Hooks {
     | undefined
   readonly beforeToolCall?: Hook<ToolCallInfo, BeforeToolCall | undefined> | undefined
   readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
-  /** May fail only with the recorder's errors: those end the member (and a replay reports them). */
-  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined, Recorder.RecorderError> | undefined
+  /**
+   * May fail with the recorder's errors (those end the member, and a replay reports them) or with
+   * `SpawnFailed`: the member fails visibly (recorded, reported to the main agent) instead of
+   * working without what its role needs.
+   */
+  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined, Recorder.RecorderError | SpawnFailed> | undefined
   /**
    * A member that got its workspace from this plugin's `onSpawn` is restored from a checkpoint:
    * give its workspace back (records nothing). Without it, such members turn checkpoints off.
    */
   readonly onRestore?: Hook<RestoreInfo, SpawnResult | undefined> | undefined
+  /** The session is resumed or replayed (see `ResumeInfo`); runs once, before the crew's members come back. */
+  readonly onResume?: Hook<ResumeInfo, void> | undefined
   readonly onEvent?: Hook<Event.Envelope, void> | undefined
 }
 
@@ -203,8 +240,9 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
   readonly beforeToolCall: (input: ToolCallInfo) => Effect.Effect<BeforeToolCall | undefined>
   readonly afterToolCall: (input: ToolCallInfo & { readonly result: ToolResult }) => Effect.Effect<ToolResult>
-  readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined, Recorder.RecorderError>
+  readonly onSpawn: (input: SpawnInfo) => Effect.Effect<SpawnResult | undefined, Recorder.RecorderError | SpawnFailed>
   readonly onRestore: (input: RestoreInfo) => Effect.Effect<SpawnResult | undefined>
+  readonly onResume: (input: ResumeInfo) => Effect.Effect<void>
   /** Whether some plugin gives back the workspaces its `onSpawn` gave (`onRestore`). */
   readonly restoresSpawns: boolean
   readonly onEvent: (event: Event.Envelope) => Effect.Effect<void>
@@ -272,13 +310,22 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
     const after = orderedHandlers(plugins, (h) => h.afterToolCall)
     const spawn = orderedHandlers(plugins, (h) => h.onSpawn)
     const restoreSpawn = orderedHandlers(plugins, (h) => h.onRestore)
+    const resume = orderedHandlers(plugins, (h) => h.onResume)
     const observers = orderedHandlers(plugins, (h) => h.onEvent)
     return {
       plugins,
       // a plugin's tools run with the services of the plugins' layers, like its hooks
       tools: plugins
         .flatMap((p) => p.tools ?? [])
-        .map((t) => ({ ...t, handler: (params, c) => run(t.handler(params, c)) })),
+        .map(
+          (t): Tools.Definition => ({
+            ...t,
+            handler: (params, c) => run(t.handler(params, c)),
+            preview: t.preview && ((params, c) => run(t.preview!(params, c))),
+            observe: t.observe && ((params, c) => run(t.observe!(params, c))),
+            settle: t.settle && ((params, c) => run(t.settle!(params, c)))
+          })
+        ),
       skills: plugins.flatMap((p) => p.skills ?? []),
       roles: plugins.flatMap((p) => p.roles ?? []),
       transformPrompt: sequential(tp),
@@ -296,6 +343,8 @@ export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Serv
           : Effect.reduce(after, input.result, (result, f) => run(f({ ...input, result }))),
       onSpawn: firstWins(spawn),
       onRestore: firstWins(restoreSpawn),
+      onResume: (input) =>
+        resume.length === 0 ? Effect.void : Effect.forEach(resume, (f) => run(f(input)), { discard: true }),
       restoresSpawns: restoreSpawn.length > 0,
       onEvent: (event) =>
         observers.length === 0
@@ -345,6 +394,7 @@ export const empty: Service = {
   afterToolCall: (i) => Effect.succeed(i.result),
   onSpawn: () => Effect.succeed(undefined),
   onRestore: () => Effect.succeed(undefined),
+  onResume: () => Effect.void,
   restoresSpawns: false,
   onEvent: () => Effect.void,
   save: Effect.succeed({}),
@@ -389,6 +439,17 @@ export interface PromiseTool {
   readonly parameters: import("effect").Schema.Struct.Fields
   readonly effect: Tools.EffectClass
   readonly handler: (params: any, ctx: { readonly agent: string; readonly root: string }) => Promise<unknown> | unknown
+  /** What to look at before a call runs, for `settle` (see `Tools.Definition.observe`). */
+  readonly observe?:
+    | ((params: any, ctx: { readonly agent: string; readonly root: string }) => Promise<unknown> | unknown)
+    | undefined
+  /** How an interrupted call settles on resume (see `Tools.Definition.settle`). */
+  readonly settle?:
+    | ((
+        params: any,
+        ctx: { readonly agent: string; readonly root: string; readonly observed: unknown }
+      ) => Promise<Tools.Settlement> | Tools.Settlement)
+    | undefined
 }
 
 const fromPromise = <I, O>(
@@ -436,7 +497,21 @@ export const fromPromises = (options: {
           Effect.tryPromise({
             try: async () => await t.handler(params, { agent: ctx.agent, root: ctx.workspace.root }),
             catch: (e) => new Tools.ToolError({ message: e instanceof Error ? e.message : String(e) })
-          })
+          }),
+        observe: t.observe
+          ? (params, ctx) =>
+              Effect.tryPromise(
+                async () => await t.observe!(params, { agent: ctx.agent, root: ctx.workspace.root })
+              ).pipe(Effect.orElseSucceed(() => undefined))
+          : undefined,
+        settle: t.settle
+          ? (params, ctx) =>
+              Effect.tryPromise({
+                try: async () =>
+                  await t.settle!(params, { agent: ctx.agent, root: ctx.workspace.root, observed: ctx.observed }),
+                catch: (e) => new Tools.ToolError({ message: e instanceof Error ? e.message : String(e) })
+              })
+          : undefined
       })
     ),
     roles: options.roles

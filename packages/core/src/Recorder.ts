@@ -115,18 +115,31 @@ export class ReplayEnded extends Schema.TaggedError<ReplayEnded>("@musekit/core/
   }
 }
 
-/** The log shows that the turn was interrupted here (replaying a Ctrl-C). */
+/**
+ * The turn stops here: a stop was requested (`Stop`; `seq` is -1), or the log shows that the turn
+ * was interrupted here (replaying a Ctrl-C; `seq` is that of the recorded `turn.interrupted`).
+ */
 export class Interrupted extends Schema.TaggedError<Interrupted>("@musekit/core/Interrupted")("Interrupted", {
   seq: Schema.Number,
-  agent: Schema.String
+  agent: Schema.String,
+  /** Why (the stop request's reason, or the one the log recorded). */
+  reason: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `the turn of agent ${this.agent} was interrupted (seq ${this.seq})`
+    return `the turn of agent ${this.agent} was interrupted${this.reason ? ` (${this.reason})` : ""}${
+      this.seq >= 0 ? ` at seq ${this.seq}` : ""
+    }`
   }
 }
 
 /** Event type recorded when a turn is interrupted (e.g. Ctrl-C). */
 export const INTERRUPTED = "turn.interrupted"
+
+/** The `Interrupted` a recorded `turn.interrupted` event stands for. */
+export const interruptedAt = (e: Event.Envelope): Interrupted => {
+  const reason = (e.data as { reason?: unknown } | null)?.reason
+  return new Interrupted({ seq: e.seq, agent: e.agent, ...(typeof reason === "string" ? { reason } : {}) })
+}
 
 export type RecorderError = Divergence | ReplayEnded | Interrupted | EventLog.EventLogError
 
@@ -151,8 +164,16 @@ export interface Service {
   readonly peek: (agent: string) => Effect.Effect<Option.Option<Event.Envelope>>
   /** `replay` never runs effects; `resume` and `live` may. */
   readonly mode: "live" | "replay" | "resume"
-  /** Store a payload (live) — replaying, the payload is already in the blob store. */
-  readonly putBlob: (data: Uint8Array | string) => Effect.Effect<string, EventLog.EventLogError>
+  /** The recorded events this recorder replays (those after a checkpoint, when a run starts from one); none live. */
+  readonly recorded: ReadonlyArray<Event.Envelope>
+  /**
+   * Store a payload (live; see `EventLog.Service.putBlob`) — replaying, the payload is already in
+   * the blob store and only its hash is computed.
+   */
+  readonly putBlob: (
+    data: Uint8Array | string,
+    options?: EventLog.BlobOptions | undefined
+  ) => Effect.Effect<string, EventLog.EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>
   /** Called by an agent program on every event it produced (for observers and the UI). */
   readonly events: ReadonlyArray<(e: Event.Envelope) => Effect.Effect<void>>
@@ -216,6 +237,7 @@ export const makeLive = (
     replaying: () => Effect.succeed(false),
     peek: () => Effect.succeed(Option.none()),
     mode: "live",
+    recorded: [],
     putBlob: log.putBlob,
     getBlob: log.getBlob,
     events: [],
@@ -369,9 +391,7 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     const q = queues.get(draft.agent)
     if (q === undefined || q.cursor >= q.events.length) return undefined
     const expected = q.events[q.cursor]!
-    if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) {
-      return new Interrupted({ seq: expected.seq, agent: draft.agent })
-    }
+    if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) return interruptedAt(expected)
     if (!sameAs(draft, expected, redactor, checks)) {
       const hint = divergenceHint(expected, draft)
       return new Divergence({
@@ -415,12 +435,14 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
         return q && q.cursor < q.events.length ? Option.some(q.events[q.cursor]!) : Option.none()
       }),
     mode: options.mode,
-    putBlob: (data) =>
-      live
-        ? live.putBlob(data)
-        : Effect.flatMap(EventLog.sha256Hex(typeof data === "string" ? new TextEncoder().encode(data) : data), (h) =>
-            Effect.succeed(h)
-          ),
+    recorded: options.events,
+    putBlob: (data, blobOptions) =>
+      Effect.suspend(() => {
+        if (live) return live.putBlob(data, blobOptions)
+        // the hash the live run got: of the payload as stored (redacted unless it had to stay exact)
+        const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data
+        return EventLog.sha256Hex(blobOptions?.exact ? bytes : Redactor.redactBytes(redactor, bytes))
+      }),
     getBlob: (hash) =>
       live
         ? live.getBlob(hash)
@@ -567,7 +589,7 @@ const afterIntent = <A, E, R>(
     }
     const next = yield* rec.peek(options.agent)
     if (Option.isSome(next) && next.value.type === INTERRUPTED) {
-      return yield* new Interrupted({ seq: next.value.seq, agent: options.agent })
+      return yield* interruptedAt(next.value)
     }
     if (Option.isSome(next)) {
       return yield* new Divergence({
@@ -591,6 +613,26 @@ const afterIntent = <A, E, R>(
     return { value, outcome: out }
   })
 
+/**
+ * Take back, as they were, every event `agent` still has recorded (replaying or resuming), and
+ * return them; live, none. For what a program records once per run under a name of its own — an
+ * observation of the world at resume, say — which a later run cannot produce again and a replay
+ * cannot look at: each run first takes back what earlier runs recorded, then (resuming) records
+ * its own.
+ */
+export const takeRecorded = (agent: string): Effect.Effect<ReadonlyArray<Event.Envelope>, RecorderError, Recorder> =>
+  Effect.flatMap(Recorder, (rec) =>
+    Effect.gen(function* () {
+      const out: Array<Event.Envelope> = []
+      while (yield* rec.replaying(agent)) {
+        const next = yield* rec.peek(agent)
+        if (Option.isNone(next)) break
+        out.push(yield* rec.append(Event.toDraft(next.value)))
+      }
+      return out
+    })
+  )
+
 /** Record a plain event (no effect attached). */
 export const record = (draft: Event.Draft): Effect.Effect<Event.Envelope, RecorderError, Recorder> =>
   Effect.flatMap(Recorder, (r) => r.append(draft))
@@ -600,25 +642,25 @@ export const record = (draft: Event.Draft): Effect.Effect<Event.Envelope, Record
  * any. Live, `take` is asked and a result is recorded as an event of `type`; replaying, the
  * agent's next recorded event decides (a `type` event is served, anything else means nothing came).
  */
-export interface PollOptions<A> {
+export interface PollOptions<A, E = never> {
   readonly agent: string
   readonly type: string
   readonly parent?: string | null | undefined
-  readonly take: Effect.Effect<Option.Option<A>>
+  readonly take: Effect.Effect<Option.Option<A>, E>
   readonly toData: (a: A) => unknown
   readonly fromData: (data: unknown) => A
 }
 
-export const poll = <A>(
-  options: PollOptions<A>
-): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError, Recorder> =>
+export const poll = <A, E = never>(
+  options: PollOptions<A, E>
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, E | RecorderError, Recorder> =>
   Effect.flatMap(Recorder, (rec) => pollWith(rec, options))
 
 /** `poll` with the recorder given (no `Recorder` in context needed: for loops that run it often). */
-export const pollWith = <A>(
+export const pollWith = <A, E = never>(
   rec: Service,
-  options: PollOptions<A>
-): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError> =>
+  options: PollOptions<A, E>
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, E | RecorderError> =>
   Effect.suspend(() => {
     const core = replayCores.get(rec)
     const next = core?.next(options.agent)
@@ -630,17 +672,10 @@ export const pollWith = <A>(
     return Effect.succeed(Option.some({ value: options.fromData(next.data), event }))
   })
 
-const livePoll = <A>(
+const livePoll = <A, E>(
   rec: Service,
-  options: {
-    readonly agent: string
-    readonly type: string
-    readonly parent?: string | null | undefined
-    readonly take: Effect.Effect<Option.Option<A>>
-    readonly toData: (a: A) => unknown
-    readonly fromData: (data: unknown) => A
-  }
-): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, RecorderError> =>
+  options: PollOptions<A, E>
+): Effect.Effect<Option.Option<{ readonly value: A; readonly event: Event.Envelope }>, E | RecorderError> =>
   Effect.gen(function* () {
     if (yield* rec.replaying(options.agent)) {
       const next = yield* rec.peek(options.agent)

@@ -216,3 +216,38 @@ export const secretsFromEnv = (env: Readonly<Record<string, string | undefined>>
   for (const [k, v] of Object.entries(env)) if (v && secretName.test(k)) out[k] = v
   return out
 }
+
+/** Bytes as a string of one character per byte (0–255), so a redaction keeps every other byte as it was. */
+const bytesToChars = (bytes: Uint8Array): string => {
+  let out = ""
+  for (let i = 0; i < bytes.length; i += 8192) {
+    out += String.fromCharCode.apply(null, bytes.subarray(i, i + 8192) as unknown as Array<number>)
+  }
+  return out
+}
+
+const charsToBytes = (chars: string): Uint8Array => {
+  const out = new Uint8Array(chars.length)
+  for (let i = 0; i < chars.length; i++) out[i] = chars.charCodeAt(i)
+  return out
+}
+
+/**
+ * `bytes` with what `redactor` finds replaced, every other byte kept: for payloads stored outside the
+ * log (text in any encoding, or binary). Returns `bytes` itself when there is nothing to redact.
+ * Secrets and credential shapes are ASCII, so they are found byte for byte whatever the encoding.
+ */
+export const redactBytes = (redactor: Redactor, bytes: Uint8Array): Uint8Array => {
+  if (redactor === none || bytes.length === 0) return bytes
+  const json = JSON.stringify(bytesToChars(bytes))
+  const redacted = redactor.redact(json)
+  if (redacted === json) return bytes
+  let chars: unknown
+  try {
+    chars = JSON.parse(redacted)
+  } catch {
+    chars = undefined
+  }
+  // a secret matched across an escape sequence: keep what JSON shows, which holds no secret either
+  return charsToBytes(typeof chars === "string" ? chars : redacted.slice(1, -1))
+}

@@ -41,6 +41,35 @@ export interface CallContext {
   readonly workspace: Workspace.Service
   /** Stream progress (e.g. shell output) to the UI; not recorded. */
   readonly progress: (chunk: string) => Effect.Effect<void>
+  /**
+   * A person answered "run unsandboxed" for this call (see `Definition.unsandboxed`): the tool
+   * starts its processes outside the OS sandbox. Never set by a rule or a mode.
+   */
+  readonly unsandboxed?: boolean | undefined
+}
+
+/**
+ * How a call the session stopped in the middle of ends, decided on resume by looking at the world
+ * (see `Definition.settle`): its effect happened and this is its result (`done`), it did not
+ * happen or may safely happen again (`rerun`), or nobody can tell (`interrupted`: the model is told
+ * the effect may be partial).
+ */
+export type Settlement<S = unknown> =
+  | { readonly _tag: "done"; readonly result: S }
+  | { readonly _tag: "rerun" }
+  | { readonly _tag: "interrupted"; readonly reason?: string | undefined }
+
+export const Settlement = {
+  done: <S>(result: S): Settlement<S> => ({ _tag: "done", result }),
+  rerun: { _tag: "rerun" } as Settlement<never>,
+  interrupted: (reason?: string): Settlement<never> =>
+    reason === undefined ? { _tag: "interrupted" } : { _tag: "interrupted", reason }
+}
+
+/** What `settle` gets besides the call's parameters: the call's context and what `observe` saw before it ran. */
+export interface SettleContext extends CallContext {
+  /** The value `observe` returned when the call started (`undefined` without `observe`, or in logs from before it). */
+  readonly observed: unknown
 }
 
 export interface Definition<P = any, S = any> {
@@ -67,6 +96,27 @@ export interface Definition<P = any, S = any> {
   /** A preview for approval prompts, e.g. a diff. */
   readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
   /**
+   * Whether the call asks to run outside the OS sandbox (e.g. `run_shell` with `unsandboxed: true`
+   * after the sandbox blocked a command). Such a call always asks, and only a person's "run
+   * unsandboxed" answer lets it out (`CallContext.unsandboxed`).
+   */
+  readonly unsandboxed?: ((params: P) => boolean) | undefined
+  /**
+   * For a tool whose effect lies outside the files its `paths` name (a git merge, a deployment): what
+   * to look at before the call runs (e.g. the branch head). Recorded with the call's start, as an
+   * observation (a replay serves it, never compares it), and handed to `settle`.
+   */
+  readonly observe?: ((params: P, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  /**
+   * How a call that was running when the session stopped settles on resume: look at the world (and
+   * at what `observe` saw) and say whether its effect happened (`done` with the result it would have
+   * had), may run again (`rerun`), or is unknown (`interrupted`). Without it, a `read` or
+   * `idempotent` tool re-runs, a `write` tool is judged by the fingerprints of its `paths`, and
+   * anything else is reported as interrupted. The settlement is recorded as the call's outcome
+   * (with `settled` saying which), so a replay takes it from the log.
+   */
+  readonly settle?: ((params: P, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>) | undefined
+  /**
    * The handler only changes in-session state (the crew, the plan, goals), never the world: it runs
    * again on replay and its result is checked against the log instead of served from it.
    */
@@ -91,6 +141,11 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S> {
   readonly command?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly preview?:
     | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
+    | undefined
+  readonly unsandboxed?: ((params: Schema.Struct.Type<F>) => boolean) | undefined
+  readonly observe?: ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  readonly settle?:
+    | ((params: Schema.Struct.Type<F>, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>)
     | undefined
   readonly internal?: boolean | undefined
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
@@ -134,6 +189,9 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     paths: options.paths ?? (() => []),
     command: options.command,
     preview: options.preview,
+    unsandboxed: options.unsandboxed,
+    observe: options.observe,
+    settle: options.settle,
     internal: options.internal ?? false,
     fit: options.fit
   }
@@ -198,7 +256,10 @@ export const fromToolkit = <T extends Record<string, Tool.Any>>(
 export type JsonArguments = { readonly [key: string]: unknown }
 
 export interface FromJsonSchemaOptions<S>
-  extends Omit<MakeOptions<{}, S>, "parameters" | "handler" | "summarize" | "paths" | "preview" | "command"> {
+  extends Omit<
+    MakeOptions<{}, S>,
+    "parameters" | "handler" | "summarize" | "paths" | "preview" | "command" | "unsandboxed" | "observe" | "settle"
+  > {
   /** The parameters as a JSON schema (of an object), shown to the model as it is. */
   readonly jsonSchema: object
   /**

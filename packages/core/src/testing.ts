@@ -253,4 +253,5 @@ export const layerAgentTest = (options: AgentTestOptions = {}) => {
   return layerAgentServices(options).pipe(Layer.provideMerge(recorder))
 }
 
+export * as EventLogConformance from "./EventLogConformance.js"
 export { EventLog }

@@ -92,6 +92,47 @@ describe("EventLog (memory)", () => {
     )
   )
 
+  it.scoped("blobs are redacted like events; an exact blob holding a secret goes to the backend's sealed store", () =>
+    Effect.gen(function* () {
+      const stored = new Map<string, Uint8Array>()
+      const sealed = new Map<string, Uint8Array>()
+      const backend = yield* EventLog.memoryBackend([], stored)
+      const log = yield* EventLog.make(
+        {
+          ...backend,
+          putSealed: (data) =>
+            Effect.map(EventLog.sha256Hex(data), (h) => {
+              sealed.set(h, data)
+              return h
+            })
+        },
+        { sessionId: "t", redactor: Redactor.make({ secrets: { OPENAI_API_KEY: "sk-test-abcdefghijklmnop" } }) }
+      )
+      const text = (b: Uint8Array) => new TextDecoder().decode(b)
+      // a large output: stored redacted, bytes around the secret untouched (UTF-8 and binary alike)
+      const output = new Uint8Array([0xff, 0x00, ...new TextEncoder().encode("ä key=sk-test-abcdefghijklmnop ✓"), 0x80])
+      const h1 = yield* log.putBlob(output)
+      const got = yield* log.getBlob(h1)
+      expect(got[0]).toBe(0xff)
+      expect(got[got.length - 1]).toBe(0x80)
+      expect(text(got.subarray(2, -1))).toBe("ä key=[REDACTED:OPENAI_API_KEY] ✓")
+      expect(sealed.size).toBe(0)
+      // a file before an edit: kept exactly, but not in the plain store
+      const file = "token: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n"
+      const h2 = yield* log.putBlob(file, { exact: true })
+      expect(h2).toBe(yield* EventLog.sha256Hex(new TextEncoder().encode(file)))
+      expect(stored.has(h2)).toBe(false)
+      expect(text(sealed.get(h2)!)).toBe(file)
+      // without a secret, an exact blob is an ordinary one
+      const h3 = yield* log.putBlob("plain", { exact: true })
+      expect(text(stored.get(h3)!)).toBe("plain")
+      for (const b of stored.values()) {
+        expect(text(b)).not.toContain("sk-test-abcdefghijklmnop")
+        expect(text(b)).not.toContain("ghp_")
+      }
+    })
+  )
+
   it.scoped("blobs are content addressed", () =>
     Effect.gen(function* () {
       const log = yield* EventLog.EventLog

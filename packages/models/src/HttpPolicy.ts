@@ -44,6 +44,22 @@ export interface Options {
   readonly timeout?: Duration.DurationInput | undefined
   /** Longest silence allowed between two chunks of a streamed response. Default 5 minutes. */
   readonly idleTimeout?: Duration.DurationInput | undefined
+  /** Told before each wait for a retry: how long, and why (for a status line: "retrying in 12 s: rate limited (429)"). */
+  readonly onRetry?: ((retry: Retry) => Effect.Effect<void>) | undefined
+}
+
+/** A retry about to happen. */
+export interface Retry {
+  /** 1 for the first retry. */
+  readonly attempt: number
+  /** Retries allowed in all. */
+  readonly maxRetries: number
+  /** How long the policy waits before it. */
+  readonly delayMs: number
+  /** Why, in a few words: `rate limited (429)`, `server error (502)`, `connection reset`, … */
+  readonly reason: string
+  /** The status of the response that asked for it, when there was one. */
+  readonly status?: number | undefined
 }
 
 /** The defaults, resolved. */
@@ -69,6 +85,30 @@ export class TimeoutCause {
 
 /** How the description of an idle-timeout error starts. */
 export const idlePrefix = "no data received for"
+
+/** How the description of the error for a successful response that is no event stream starts. */
+export const notAStreamPrefix = "expected a stream of events, got"
+
+/** Marker carried as the `cause` of the error raised when a streamed request is answered with a page. */
+export class NotAStreamCause {
+  readonly _tag = "NotAStreamCause"
+  constructor(
+    readonly contentType: string,
+    readonly body: string
+  ) {}
+}
+
+/** Why a response is retried, in a few words. */
+export const statusReason = (status: number): string =>
+  status === 429
+    ? "rate limited (429)"
+    : status === 529 || status === 503
+      ? `overloaded (${status})`
+      : status === 408
+        ? "request timeout (408)"
+        : status === 409
+          ? "conflict (409)"
+          : `server error (${status})`
 
 /** Status codes that are worth another attempt. 529 is Anthropic's "overloaded". */
 export const isRetryableStatus = (status: number): boolean =>
@@ -191,19 +231,39 @@ export const transformClient =
           cause: new TimeoutCause("request", timeout),
           description: `no response within ${Duration.format(timeout)}`
         })
-      // One attempt: the response, with its body read unless it is a successful stream.
+      // One attempt: the response, with its body read unless it is a successful stream. A page
+      // (a proxy's, a login's) where a stream of events was asked for is said to be one, not read
+      // as an empty stream.
       const attempt = effect.pipe(
-        Effect.flatMap((response) =>
-          streaming && response.status < 300
-            ? Effect.succeed(withIdleTimeout(response, idle))
-            : Effect.as(response.text, response)
-        ),
+        Effect.flatMap((response) => {
+          if (!streaming || response.status >= 300) return Effect.as(response.text, response)
+          const contentType = response.headers["content-type"] ?? ""
+          if (!/html/i.test(contentType)) return Effect.succeed(withIdleTimeout(response, idle))
+          return Effect.flatMap(
+            Effect.orElseSucceed(response.text, () => ""),
+            (body) =>
+              Effect.fail(
+                new HttpClientError.ResponseError({
+                  request,
+                  response,
+                  reason: "Decode",
+                  cause: new NotAStreamCause(contentType, body),
+                  description: `${notAStreamPrefix} ${contentType}`
+                })
+              )
+          )
+        }),
         Effect.timeoutFail({ duration: timeout, onTimeout: timedOut })
       )
-      const wait = (n: number, serverMs: number | undefined) =>
+      const wait = (n: number, serverMs: number | undefined, reason: string, status?: number) =>
         Effect.flatMap(Random.nextRange(0.8, 1.2), (jitter) => {
-          const ms = serverMs !== undefined ? serverMs : backoffMillis(n, base, max) * jitter
-          return Effect.sleep(Duration.millis(Math.min(ms, Duration.toMillis(max))))
+          const ms = Math.round(
+            Math.min(serverMs !== undefined ? serverMs : backoffMillis(n, base, max) * jitter, Duration.toMillis(max))
+          )
+          const told = options.onRetry
+            ? options.onRetry({ attempt: n + 1, maxRetries, delayMs: ms, reason, status })
+            : Effect.void
+          return Effect.zipRight(told, Effect.sleep(Duration.millis(ms)))
         })
       const serverDelay = (response: HttpClientResponse.HttpClientResponse) =>
         Effect.map(Clock.currentTimeMillis, (now) => retryAfterMillis(response.headers, now)).pipe(
@@ -221,7 +281,7 @@ export const transformClient =
           Effect.flatMap((response) =>
             isRetryableStatus(response.status) && n < maxRetries
               ? serverDelay(response).pipe(
-                  Effect.flatMap((ms) => wait(n, ms)),
+                  Effect.flatMap((ms) => wait(n, ms, statusReason(response.status), response.status)),
                   Effect.zipRight(Effect.suspend(() => loop(n + 1)))
                 )
               : Effect.succeed(response)
@@ -230,10 +290,12 @@ export const transformClient =
             (error) =>
               n < maxRetries &&
               ((error._tag === "RequestError" && error.reason === "Transport" && !isPermanent(error)) ||
-                (error._tag === "ResponseError" && error.reason === "Decode")),
-            () =>
+                (error._tag === "ResponseError" &&
+                  error.reason === "Decode" &&
+                  !(error.cause instanceof NotAStreamCause))),
+            (error) =>
               Effect.zipRight(
-                wait(n, undefined),
+                wait(n, undefined, error.cause instanceof TimeoutCause ? String(error.cause) : "connection lost"),
                 Effect.suspend(() => loop(n + 1))
               )
           )

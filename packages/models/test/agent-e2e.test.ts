@@ -530,3 +530,62 @@ describe("the agent loop end to end, through each provider adapter", () => {
     )
   }
 })
+
+describe("provider failures through the agent loop", () => {
+  it.scopedLive(
+    "a call to a tool that does not exist: the model is told which tools there are, with no schema dump",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Fake.make
+        server.reply(
+          Fake.sse([
+            compatChunk({
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_0", index: 0, type: "function", function: { name: "rm_rf", arguments: "{}" } }]
+            }),
+            compatChunk({}, "tool_calls"),
+            DONE
+          ]),
+          Fake.sse([
+            compatChunk({ role: "assistant", content: "" }),
+            compatChunk({ content: "ok" }),
+            compatChunk({}, "stop"),
+            DONE
+          ])
+        )
+        const repo = makeBuggyRepo()
+        const live = Models.layer("ollama/llama3.2", { env: {}, baseUrl: `${server.url}/v1`, maxRetries: 0 }).pipe(
+          Layer.orDie
+        )
+        const result = yield* Effect.gen(function* () {
+          const agent = yield* Agent.make({ name: "main", instructions: "You fix bugs." })
+          return yield* agent.send("fix it")
+        }).pipe(
+          Effect.provide(
+            layerAgentServices({
+              languageModel: live,
+              modelName: "ollama/llama3.2",
+              tools: CodingTools.make(),
+              workspace: WorkspaceNode.layer(repo).pipe(Layer.orDie)
+            })
+          ),
+          Session.run,
+          Effect.provide(
+            EventLogFile.layer({
+              dir: fs.mkdtempSync(path.join(os.tmpdir(), "muse-models-state-")),
+              session: "u",
+              create: true
+            })
+          )
+        )
+        expect(result.status).toBe("completed")
+        expect(server.requests).toHaveLength(2)
+        const retry = (server.requests[1]!.body.messages as Array<{ role: string; content: unknown }>).at(-1)!
+        expect(retry.role).toBe("user")
+        expect(String(retry.content)).toBe(
+          'Your previous reply could not be used: the reply called a tool named "rm_rf", which does not exist. Available tools: read_file, write_file, edit_file, list_files, grep, run_shell. Reply again.'
+        )
+      })
+  )
+})

@@ -307,7 +307,20 @@ describe("anthropic (Messages API)", () => {
   it.scopedLive("connection dropped mid-stream: a clear error", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make
-      server.reply(Fake.sse(textEvents(["Hel", "lo", " there"]), { dropAfter: 4 }))
+      // cut once: asked again, the text goes on where it stopped, nothing repeated
+      server.reply(
+        Fake.sse(textEvents(["Hel", "lo", " there"]), { dropAfter: 4 }),
+        Fake.sse(textEvents(["Hel", "lo", " there"]))
+      )
+      const once = yield* streamText().pipe(Effect.provide(modelLayer("anthropic/claude-sonnet-4-5", server)))
+      expect(once.deltas).toEqual(["Hel", "lo", " there"])
+      expect(once.finish).toBeDefined()
+      expect(server.requests).toHaveLength(2)
+      // cut twice: a clear error
+      server.reply(
+        Fake.sse(textEvents(["Hel", "lo", " there"]), { dropAfter: 4 }),
+        Fake.sse(textEvents(["Hel", "lo", " there"]), { dropAfter: 4 })
+      )
       const error = yield* streamText().pipe(
         Effect.provide(modelLayer("anthropic/claude-sonnet-4-5", server)),
         Effect.flip

@@ -255,7 +255,17 @@ describe("google (Gemini generateContent)", () => {
   it.scopedLive("connection dropped mid-stream: a clear error", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make
-      server.reply(Fake.sse(textChunks(["a", "b", "c", "d"]), { dropAfter: 2 }))
+      server.reply(
+        Fake.sse(textChunks(["a", "b", "c", "d"]), { dropAfter: 2 }),
+        Fake.sse(textChunks(["a", "b", "c", "d"]))
+      )
+      const once = yield* streamText().pipe(Effect.provide(modelLayer(`google/${MODEL}`, server)))
+      expect(once.text).toBe("abcd")
+      expect(once.deltas).toEqual(["a", "b", "c", "d"])
+      server.reply(
+        Fake.sse(textChunks(["a", "b", "c", "d"]), { dropAfter: 2 }),
+        Fake.sse(textChunks(["a", "b", "c", "d"]), { dropAfter: 2 })
+      )
       const error = yield* streamText().pipe(Effect.provide(modelLayer(`google/${MODEL}`, server)), Effect.flip)
       expect(messageOf(error)).toBe("the connection to google dropped mid-response.")
     })

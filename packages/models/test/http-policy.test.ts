@@ -128,10 +128,12 @@ describe("HttpPolicy", () => {
   it.scopedLive("idle timeout: a stream that goes silent fails clearly", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make
-      server.reply((_req, res) => {
+      const silent = (_req: any, res: any) => {
         res.writeHead(200, { "content-type": "text/event-stream" })
         res.write(`data: ${JSON.stringify(chunk("tick").data)}\n\n`)
-      })
+      }
+      // asked once more after the first silence, then a clear error
+      server.reply(silent, silent)
       const error = yield* LanguageModel.streamText({ prompt: "hi" }).pipe(
         Stream.runDrain,
         Effect.provide(modelLayer("ollama/llama3.2", server, "/v1", { idleTimeout: "150 millis" })),

@@ -254,7 +254,7 @@ describe("Models.layer", () => {
         expect(Cause.pretty(Cause.fail(error))).not.toContain(key)
       }
       // a stream cut mid-way (the failed body read is not kept as a "body")
-      server.reply(
+      const cutOnce = () =>
         Fake.sse(
           [
             {
@@ -269,7 +269,7 @@ describe("Models.layer", () => {
           ],
           { dropAfter: 1 }
         )
-      )
+      server.reply(cutOnce(), cutOnce())
       const dropped = yield* LanguageModel.streamText({ prompt: "hi" }).pipe(
         Stream.runDrain,
         Effect.provide(

@@ -335,6 +335,8 @@ describe("openai-compatible (Chat Completions)", () => {
       const server = yield* Fake.make
       server.reply(
         Fake.sse(textStream(["a", "b", "c"]), { dropAfter: 2 }),
+        Fake.sse(textStream(["a", "b", "c"]), { dropAfter: 2 }),
+        Fake.sse([chunk({ role: "assistant", content: "" }), chunk({ content: "partial" })]),
         Fake.sse([chunk({ role: "assistant", content: "" }), chunk({ content: "partial" })])
       )
       const layer = modelLayer(SPEC, server, "/v1")
@@ -409,6 +411,99 @@ describe("openai-compatible (Chat Completions)", () => {
       expect(messageOf(error)).toBe(
         `could not connect to ollama at http://127.0.0.1:${closed}/v1: connection refused (is Ollama running?).`
       )
+    })
+  )
+
+  it.scopedLive("a 200 with an HTML page where a stream was asked for says so, and is not retried", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      server.reply((_req, res) => {
+        res.writeHead(200, { "content-type": "text/html; charset=utf-8" })
+        res.end("<!doctype html><html><head><title>Sign in to Corp VPN</title></head><body>…</body></html>")
+      })
+      const error = yield* streamText().pipe(Effect.provide(modelLayer(SPEC, server, "/v1")), Effect.flip)
+      expect(messageOf(error)).toBe(
+        `ollama answered with a page (200, text/html; charset=utf-8) where a stream of events was expected: "Sign in to Corp VPN". Next step: check that ${server.url}/v1 is the address of the API; a proxy or a login page may be answering instead.`
+      )
+      expect(messageOf(error)).not.toContain("closed before the response was complete")
+      expect(server.requests).toHaveLength(1)
+    })
+  )
+
+  it.scopedLive("a stream cut mid-way is asked for once more; what was passed on is not passed on again", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const words = ["The ", "fix ", "is ", "in ", "sum.js."]
+      server.reply(Fake.sse(textStream(words), { dropAfter: 3 }), Fake.sse(textStream(words)))
+      const got = yield* streamText().pipe(Effect.provide(modelLayer(SPEC, server, "/v1")))
+      expect(got.deltas).toEqual(words)
+      expect(got.text).toBe("The fix is in sum.js.")
+      expect(got.finish?.reason).toBe("stop")
+      expect(server.requests).toHaveLength(2)
+      // a retry that says something else than what was already passed on is not used
+      server.reply(Fake.sse(textStream(words), { dropAfter: 3 }), Fake.sse(textStream(["Another ", "answer."])))
+      const diverged = yield* streamText().pipe(Effect.provide(modelLayer(SPEC, server, "/v1")), Effect.flip)
+      expect(messageOf(diverged)).toBe(
+        "the connection to ollama dropped mid-response; asked again, it answered differently from the text already shown, so the reply was not used."
+      )
+    })
+  )
+
+  it.scopedLive("a call to a tool that does not exist names it and the tools there are, not a schema", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const unknownCall = {
+        id: "call_x",
+        index: 0,
+        type: "function",
+        function: { name: "delete_repo", arguments: "{}" }
+      }
+      server.reply(
+        Fake.sse([chunk({ role: "assistant", tool_calls: [unknownCall] }), chunk({}, "tool_calls"), DONE]),
+        Fake.json(200, completion({ content: null, tool_calls: [unknownCall] }, "tool_calls"))
+      )
+      const layer = modelLayer(SPEC, server, "/v1")
+      const calls: Array<unknown> = []
+      const streamed = yield* LanguageModel.streamText({
+        prompt: "go",
+        toolkit: Tools,
+        disableToolCallResolution: true
+      }).pipe(Stream.runDrain, Effect.provide(toolsLayer(calls)), Effect.provide(layer), Effect.flip)
+      const expected = `ollama/llama3.2 called a tool that does not exist: "delete_repo". The tools it has: read_file.`
+      expect(messageOf(streamed)).toBe(expected)
+      const whole = yield* LanguageModel.generateText({
+        prompt: "go",
+        toolkit: Tools,
+        disableToolCallResolution: true
+      }).pipe(Effect.provide(toolsLayer(calls)), Effect.provide(layer), Effect.flip)
+      expect(messageOf(whole)).toBe(expected)
+      expect(messageOf(whole)).not.toContain("Chunk<")
+      expect(calls).toEqual([])
+    })
+  )
+
+  it.scopedLive("each retry is told before its wait: how long, and why", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      server.reply(
+        Fake.json(429, { error: { message: "slow down" } }, { "retry-after": "0.05" }),
+        Fake.json(503, { error: { message: "busy" } }),
+        Fake.sse(textStream(["ok"]))
+      )
+      const retries: Array<{ attempt: number; delayMs: number; reason: string; status?: number | undefined }> = []
+      const got = yield* streamText().pipe(
+        Effect.provide(
+          modelLayer(SPEC, server, "/v1", {
+            onRetry: (r) => Effect.sync(() => void retries.push(r))
+          })
+        )
+      )
+      expect(got.text).toBe("ok")
+      expect(retries.map((r) => [r.attempt, r.reason, r.status])).toEqual([
+        [1, "rate limited (429)", 429],
+        [2, "overloaded (503)", 503]
+      ])
+      expect(retries[0]!.delayMs).toBe(50)
     })
   )
 })

@@ -328,7 +328,16 @@ describe("openai (Responses API)", () => {
   it.scopedLive("connection dropped mid-stream: a clear error", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make
-      server.reply(Fake.sse(textEvents(["Hel", "lo", " wor", "ld"]), { dropAfter: 5 }))
+      server.reply(
+        Fake.sse(textEvents(["Hel", "lo", " wor", "ld"]), { dropAfter: 6 }),
+        Fake.sse(textEvents(["Hel", "lo", " wor", "ld"]))
+      )
+      const once = yield* streamText().pipe(Effect.provide(modelLayer("openai/gpt-4.1-mini", server, "/v1")))
+      expect(once.deltas).toEqual(["Hel", "lo", " wor", "ld"])
+      server.reply(
+        Fake.sse(textEvents(["Hel", "lo", " wor", "ld"]), { dropAfter: 5 }),
+        Fake.sse(textEvents(["Hel", "lo", " wor", "ld"]), { dropAfter: 5 })
+      )
       const error = yield* streamText().pipe(
         Effect.provide(modelLayer("openai/gpt-4.1-mini", server, "/v1")),
         Effect.flip

@@ -23,7 +23,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import type { Workspace } from "@musekit/core"
 import { Tools } from "@musekit/core"
-import { Effect, type Layer, Schema } from "effect"
+import { Effect, type Layer, Option, Schema } from "effect"
 import { writeFileAtomic } from "./internal/atomicWrite.js"
 import { listTree } from "./internal/fileListing.js"
 import { planGlob } from "./internal/pathGlob.js"
@@ -32,6 +32,7 @@ import { runShell as runShellProcess } from "./internal/shellProcess.js"
 import { SearchFailed, search } from "./internal/textSearch.js"
 import * as Descriptions from "./internal/toolDescriptions.js"
 import { unifiedDiff } from "./internal/unifiedDiff.js"
+import * as Sandbox from "./Sandbox.js"
 
 /** Tool names, as the model sees them. */
 export const names = {
@@ -74,6 +75,11 @@ export interface Options {
   readonly shell?: string | undefined
   /** Longest diff returned by file-changing tools (default 64 KiB; the hashes are always exact). */
   readonly maxDiffBytes?: number | undefined
+  /**
+   * The OS sandbox `run_shell` runs its commands in. Default: the `Sandbox` service of the running
+   * program, if it has one (the session runtime provides it); without either they run unsandboxed.
+   */
+  readonly sandbox?: Sandbox.Service | undefined
 }
 
 /** What `write_file` and `edit_file` return. */
@@ -127,6 +133,8 @@ export interface ShellResult {
   readonly timed_out: boolean
   readonly signal?: string
   readonly note?: string
+  /** What the OS sandbox blocked (`blocked`), or that the command ran outside it (`mode: "off"`). */
+  readonly sandbox?: { readonly mode: Sandbox.Mode; readonly blocked?: ReadonlyArray<string> }
 }
 
 const KiB = 1024
@@ -153,6 +161,12 @@ const fail = (message: string, data?: unknown) =>
 const sha256 = (data: string | Buffer) => createHash("sha256").update(data).digest("hex")
 
 const formatBytes = (n: number) => (n >= KiB && n % KiB === 0 ? `${n / KiB} KiB` : `${n} bytes`)
+
+/** The sandbox a tool's processes run in: the configured one, else the running program's, if any. */
+const sandboxOf = (options: Options): Effect.Effect<Sandbox.Service | undefined> =>
+  options.sandbox
+    ? Effect.succeed(options.sandbox)
+    : Effect.map(Effect.serviceOption(Sandbox.Sandbox), Option.getOrUndefined)
 
 /** Resolve a model-given path through the agent's workspace; escapes become a ToolError. */
 const resolveIn = (ctx: Tools.CallContext, p: string): Effect.Effect<string, Tools.ToolError> =>
@@ -786,27 +800,55 @@ export const runShell = (options: Options = {}): Tools.Definition => {
         Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
           description: `Timeout in milliseconds (default ${defTimeout}, at most ${maxTimeout})`
         })
+      ),
+      unsandboxed: Schema.optional(
+        Schema.Boolean.annotations({
+          description:
+            "Run outside the OS sandbox. Only after the sandbox blocked this command and it needs what was blocked; the user is asked every time"
+        })
       )
     },
     summarize: ({ command }) => command,
     command: ({ command }) => command,
-    handler: ({ command, timeout_ms }, ctx) =>
+    unsandboxed: ({ unsandboxed }) => unsandboxed === true,
+    handler: ({ command, timeout_ms, unsandboxed }, ctx) =>
       Effect.gen(function* () {
         const timeoutMs = Math.min(timeout_ms ?? defTimeout, maxTimeout)
-        const r = yield* runShellProcess({
-          command,
-          cwd: ctx.workspace.root,
-          timeoutMs,
-          maxOutputBytes: maxOutput,
-          shell: options.shell,
-          onOutput: ctx.progress
-        }).pipe(Effect.mapError((e) => new Tools.ToolError({ message: e.message })))
+        const sandbox = ctx.unsandboxed ? undefined : yield* sandboxOf(options)
+        const shell = options.shell ?? "sh"
+        const run = Effect.gen(function* () {
+          const launch = sandbox
+            ? yield* sandbox.prepare({
+                argv: [shell, "-c", command],
+                cwd: ctx.workspace.root,
+                root: ctx.workspace.root
+              })
+            : undefined
+          const r = yield* runShellProcess({
+            command,
+            cwd: ctx.workspace.root,
+            timeoutMs,
+            maxOutputBytes: maxOutput,
+            shell: options.shell,
+            onOutput: ctx.progress,
+            launch
+          }).pipe(Effect.mapError((e) => new Tools.ToolError({ message: e.message })))
+          const blocked = launch && sandbox ? sandbox.explain(launch, r.output) : []
+          return { r, launch, blocked }
+        }).pipe(Effect.scoped)
+        const { r, launch, blocked } = yield* run
         const notes: Array<string> = []
         if (timeout_ms !== undefined && timeout_ms > maxTimeout)
           notes.push(`timeout_ms was lowered to the maximum of ${maxTimeout} ms`)
         if (r.timedOut) notes.push(`timed out after ${timeoutMs} ms; the command and its child processes were killed`)
         if (r.killedLeftovers)
           notes.push("background processes still holding the output open were killed when the command ended")
+        if (blocked.length > 0)
+          notes.push(
+            `blocked by the sandbox: ${blocked.join("; ")}. If the command needs this, call run_shell again with unsandboxed: true and the user is asked whether it may run outside the sandbox`
+          )
+        if (ctx.unsandboxed) notes.push("ran outside the sandbox: the user allowed it for this command")
+        else if (unsandboxed && launch) notes.push("ran inside the sandbox: the user did not let it run outside")
         const output =
           r.droppedBytes > 0
             ? `[… ${r.droppedBytes} bytes of earlier output cut; showing the last ${r.totalBytes - r.droppedBytes} of ${r.totalBytes} bytes]\n${r.output}`
@@ -815,7 +857,9 @@ export const runShell = (options: Options = {}): Tools.Definition => {
           exit_code: r.exitCode,
           output,
           timed_out: r.timedOut,
-          ...(r.signal ? { signal: r.signal } : {})
+          ...(r.signal ? { signal: r.signal } : {}),
+          ...(blocked.length > 0 && launch ? { sandbox: { mode: launch.mode, blocked } } : {}),
+          ...(ctx.unsandboxed ? { sandbox: { mode: "off" as const } } : {})
         }
         return notes.length ? { ...result, note: notes.join("; ") } : result
       }),

@@ -10,7 +10,8 @@
  * sessions/<id>.lock           pid of the process writing it
  * sessions/<id>.jsonl.torn-<n> bytes cut from a torn tail on open, kept for inspection
  * sessions/<id>.checkpoint.json the session's state at its latest checkpoint (see `Checkpoint`)
- * blobs/<ab>/<sha256>          payloads too large for an event line
+ * blobs/<ab>/<sha256>          payloads too large for an event line (redacted like the log)
+ * blobs/<ab>/<sha256>.sealed   exact copies that hold a secret, encrypted (key: `defaultKeyFile()`)
  * ```
  *
  * @example
@@ -25,7 +26,7 @@
  * }).pipe(Effect.provide(EventLogFile.layer({ session: "demo", create: true })))
  * ```
  */
-import { createHash, randomBytes } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -250,6 +251,31 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
       })
   )
 
+/**
+ * Write `bytes` to `target` whole or not at all: written to a temporary file, synced, then renamed.
+ * On failure (a full disk) the temporary file is removed, so nothing empty or partial is left behind.
+ */
+const keepAside = (target: string, bytes: Uint8Array) => {
+  const tmp = `${target}.tmp`
+  try {
+    const fd = fs.openSync(tmp, "w", 0o600)
+    try {
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+      fs.fsyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+    fs.renameSync(tmp, target)
+  } catch (e) {
+    fs.rmSync(tmp, { force: true })
+    throw new Error(
+      `could not keep the torn tail of ${path.basename(target).replace(/\.torn-\d+$/, "")} aside (${
+        (e as Error).message
+      }); nothing was cut. Free some disk space and open the session again`
+    )
+  }
+}
+
 interface Scan {
   readonly offsets: Array<number>
   readonly size: number
@@ -287,8 +313,7 @@ export const scanAndRepair = (session: string, file: string): Effect.Effect<Scan
         pos = end + 1
       }
       if (firstBad) {
-        const aside = `${file}.torn-${Date.now()}`
-        fs.writeFileSync(aside, buf.subarray(firstBad.offset), { mode: 0o600 })
+        keepAside(`${file}.torn-${Date.now()}`, buf.subarray(firstBad.offset))
         const fd = fs.openSync(file, "r+")
         try {
           fs.ftruncateSync(fd, firstBad.offset)
@@ -330,8 +355,97 @@ const parseLines = (text: string): Array<Event.Envelope> => {
   return out
 }
 
-/** Content-addressed blobs, shared by every session of a state directory. */
-export const makeBlobs = (dir: string, session: string) => ({
+/**
+ * Where the key that seals blobs holding a secret is kept: beside the user's configuration
+ * (`$XDG_CONFIG_HOME/muse/blob.key`, else `~/.config/muse/blob.key`), outside the state directory,
+ * so that a copied or shared state directory shows no secret.
+ */
+export const defaultKeyFile = (env: NodeJS.ProcessEnv = process.env): string =>
+  path.join(
+    env.XDG_CONFIG_HOME && env.XDG_CONFIG_HOME !== "" ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config"),
+    "muse",
+    "blob.key"
+  )
+
+/** The 32-byte key in `file`, created (mode 0600) on first use. */
+const sealingKey = (file: string): Buffer => {
+  try {
+    const key = fs.readFileSync(file)
+    if (key.length === 32) return key
+    throw new Error(`${file} is not a key (${key.length} bytes, expected 32)`)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 })
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}`
+  fs.writeFileSync(tmp, randomBytes(32), { mode: 0o600 })
+  try {
+    fs.linkSync(tmp, file) // whole or not at all; a key made meanwhile by another process wins
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+  return sealingKey(file)
+}
+
+const SEAL_MAGIC = Buffer.from("muse-sealed-1\n", "latin1")
+
+/** `data` encrypted (AES-256-GCM) and bound to its hash: magic, 12-byte nonce, 16-byte tag, ciphertext. */
+const seal = (key: Buffer, hash: string, data: Uint8Array): Buffer => {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv("aes-256-gcm", key, iv)
+  cipher.setAAD(Buffer.from(hash, "latin1"))
+  const body = Buffer.concat([cipher.update(data), cipher.final()])
+  return Buffer.concat([SEAL_MAGIC, iv, cipher.getAuthTag(), body])
+}
+
+const unseal = (key: Buffer, hash: string, sealed: Buffer): Buffer => {
+  if (!sealed.subarray(0, SEAL_MAGIC.length).equals(SEAL_MAGIC)) throw new Error("not a sealed blob")
+  const at = SEAL_MAGIC.length
+  const decipher = createDecipheriv("aes-256-gcm", key, sealed.subarray(at, at + 12))
+  decipher.setAAD(Buffer.from(hash, "latin1"))
+  decipher.setAuthTag(sealed.subarray(at + 12, at + 28))
+  return Buffer.concat([decipher.update(sealed.subarray(at + 28)), decipher.final()])
+}
+
+/** Write `bytes` to `file` durably: a temporary file, synced, renamed into place, the folder synced. */
+const writeBlobFile = (file: string, bytes: Uint8Array) => {
+  const sub = path.dirname(file)
+  fs.mkdirSync(sub, { recursive: true, mode: 0o700 })
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`
+  try {
+    const fd = fs.openSync(tmp, "w", 0o600)
+    try {
+      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+      fs.fsyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+    fs.renameSync(tmp, file)
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+  fsyncDir(sub)
+}
+
+/**
+ * Content-addressed blobs, shared by every session of a state directory: `blobs/<ab>/<sha256>`.
+ * Blobs that hold a secret and must be kept exactly (`putSealed`: a file's content before a write,
+ * for a resume to put it back) are encrypted with the key in `keyFile` (see `defaultKeyFile`) and
+ * stored as `blobs/<ab>/<sha256>.sealed`, named by the hash of their plain bytes.
+ */
+export const makeBlobs = (dir: string, session: string, options: { readonly keyFile?: string | undefined } = {}) => ({
+  putSealed: (data: Uint8Array): Effect.Effect<string, EventLog.EventLogError> =>
+    Effect.try({
+      try: () => {
+        const hash = createHash("sha256").update(data).digest("hex")
+        const file = path.join(dir, hash.slice(0, 2), `${hash}.sealed`)
+        if (!fs.existsSync(file)) writeBlobFile(file, seal(sealingKey(options.keyFile ?? defaultKeyFile()), hash, data))
+        return hash
+      },
+      catch: sys(session, "blob write")
+    }),
   put: (data: Uint8Array): Effect.Effect<string, EventLog.EventLogError> =>
     Effect.try({
       try: () => {
@@ -339,17 +453,7 @@ export const makeBlobs = (dir: string, session: string) => ({
         const sub = path.join(dir, hash.slice(0, 2))
         const file = path.join(sub, hash)
         if (fs.existsSync(file) && fs.statSync(file).size === data.byteLength) return hash
-        fs.mkdirSync(sub, { recursive: true, mode: 0o700 })
-        const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`
-        const fd = fs.openSync(tmp, "w", 0o600)
-        try {
-          fs.writeSync(fd, data)
-          fs.fsyncSync(fd)
-        } finally {
-          fs.closeSync(fd)
-        }
-        fs.renameSync(tmp, file)
-        fsyncDir(sub)
+        writeBlobFile(file, data)
         return hash
       },
       catch: sys(session, "blob write")
@@ -362,8 +466,25 @@ export const makeBlobs = (dir: string, session: string) => ({
       try {
         data = fs.readFileSync(file)
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return Effect.fail(new EventLog.BlobNotFound({ hash }))
-        return Effect.fail(sys(session, "blob read")(e))
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") return Effect.fail(sys(session, "blob read")(e))
+        let sealed: Buffer
+        try {
+          sealed = fs.readFileSync(`${file}.sealed`)
+        } catch (e2) {
+          if ((e2 as NodeJS.ErrnoException).code === "ENOENT") return Effect.fail(new EventLog.BlobNotFound({ hash }))
+          return Effect.fail(sys(session, "blob read")(e2))
+        }
+        try {
+          data = unseal(sealingKey(options.keyFile ?? defaultKeyFile()), hash, sealed)
+        } catch (e3) {
+          return Effect.fail(
+            new EventLog.BlobCorrupted({
+              hash,
+              file: `${file}.sealed`,
+              reason: `it cannot be unsealed with the key in ${options.keyFile ?? defaultKeyFile()} (${(e3 as Error).message})`
+            })
+          )
+        }
       }
       const actual = createHash("sha256").update(data).digest("hex")
       if (actual !== hash) {
@@ -383,10 +504,15 @@ export interface Options {
   /** State directory (default `defaultDir()`). */
   readonly dir?: string | undefined
   readonly redactor?: Redactor.Redactor | undefined
+  /** The key that seals blobs holding a secret (default `defaultKeyFile()`, outside the state directory). */
+  readonly keyFile?: string | undefined
 }
 
+/** Whether `session` can name a session (letters, digits, `.`, `_`, `-`; not starting with `.`). */
+export const isSessionId = (session: string): boolean => /^[A-Za-z0-9._-]+$/.test(session) && !session.startsWith(".")
+
 const sessionFile = (dir: string, session: string) => {
-  if (!/^[A-Za-z0-9._-]+$/.test(session) || session.startsWith(".")) {
+  if (!isSessionId(session)) {
     throw new Error(`invalid session id ${JSON.stringify(session)}: use letters, digits, '.', '_' and '-'`)
   }
   return path.join(dir, "sessions", `${session}.jsonl`)
@@ -399,6 +525,10 @@ export const open = (
 ): Effect.Effect<EventLog.Service, EventLog.EventLogError, Scope.Scope> =>
   Effect.gen(function* () {
     const dir = options.dir ?? defaultDir()
+    // a name that cannot be a session's (`../../etc/passwd`) names none
+    if (!options.create && !isSessionId(session)) {
+      return yield* new EventLog.SessionNotFound({ session, where: path.join(dir, "sessions") })
+    }
     const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "open") })
     const sessionsDir = path.dirname(file)
     yield* Effect.try({
@@ -409,26 +539,44 @@ export const open = (
       return yield* new EventLog.SessionNotFound({ session, where: sessionsDir })
     }
     yield* acquireLock(session, `${sessionsDir}/${session}.lock`)
-    const fd = yield* Effect.acquireRelease(
+    // A new session's file is created with its first events in it (written aside, then linked into
+    // place), so a crash never leaves a log without its first write: no empty log, no cut first line.
+    const fresh = `${file}.new`
+    let fd: number | undefined = yield* Effect.try({
+      try: () => {
+        fs.rmSync(fresh, { force: true }) // a first write that died before it was linked into place
+        if (!fs.existsSync(file)) return undefined
+        const fd = fs.openSync(file, "a", 0o600)
+        fs.fchmodSync(fd, 0o600)
+        return fd
+      },
+      catch: sys(session, "open")
+    })
+    yield* Effect.addFinalizer(() => Effect.sync(() => fd !== undefined && fs.closeSync(fd)))
+    const createWith = (bytes: Buffer) =>
       Effect.try({
         try: () => {
-          const existed = fs.existsSync(file)
-          const fd = fs.openSync(file, "a", 0o600)
-          fs.fchmodSync(fd, 0o600)
-          if (!existed) {
-            fs.fsyncSync(fd)
-            fsyncDir(sessionsDir)
+          try {
+            const tmp = fs.openSync(fresh, "w", 0o600)
+            try {
+              for (let off = 0; off < bytes.length; ) off += fs.writeSync(tmp, bytes, off, bytes.length - off)
+              fs.fsyncSync(tmp)
+            } finally {
+              fs.closeSync(tmp)
+            }
+            fs.linkSync(fresh, file)
+          } finally {
+            fs.rmSync(fresh, { force: true })
           }
-          return fd
+          fsyncDir(sessionsDir)
+          fd = fs.openSync(file, "a", 0o600)
         },
-        catch: sys(session, "open")
-      }),
-      (fd) => Effect.sync(() => fs.closeSync(fd))
-    )
-    const scan = yield* scanAndRepair(session, file)
+        catch: sys(session, "write")
+      })
+    const scan: Scan = fd === undefined ? { offsets: [], size: 0 } : yield* scanAndRepair(session, file)
     const offsets = scan.offsets
     let size = scan.size
-    const blobs = makeBlobs(path.join(dir, "blobs"), session)
+    const blobs = makeBlobs(path.join(dir, "blobs"), session, { keyFile: options.keyFile })
 
     const lineEnd = (seq: number) => (seq + 1 < offsets.length ? offsets[seq + 1]! : size)
     /** The last seq in [seq, last] whose line ends within READ_CHUNK bytes of seq's start (at least seq). */
@@ -485,7 +633,8 @@ export const open = (
             lengths.push(Buffer.byteLength(line, "utf8"))
             text += line
           }
-          return Effect.map(writeDurable(fd, Buffer.from(text, "utf8"), session), () => {
+          const bytes = Buffer.from(text, "utf8")
+          return Effect.map(fd === undefined ? createWith(bytes) : writeDurable(fd, bytes, session), () => {
             for (const n of lengths) {
               offsets.push(size)
               size += n
@@ -494,6 +643,7 @@ export const open = (
         }),
       read: readRange,
       putBlob: blobs.put,
+      putSealed: blobs.putSealed,
       getBlob: blobs.get
     }
     return yield* EventLog.make(backend, { sessionId: session, redactor: options.redactor })
@@ -503,6 +653,8 @@ export const open = (
 const existingLog = (session: string, options: Options): Effect.Effect<string, EventLog.EventLogError> =>
   Effect.gen(function* () {
     const dir = options.dir ?? defaultDir()
+    if (!isSessionId(session))
+      return yield* new EventLog.SessionNotFound({ session, where: path.join(dir, "sessions") })
     const file = yield* Effect.try({ try: () => sessionFile(dir, session), catch: sys(session, "read") })
     if (!fs.existsSync(file)) return yield* new EventLog.SessionNotFound({ session, where: path.dirname(file) })
     return file
@@ -624,11 +776,15 @@ export const sessions = (
       const dir = path.join(options.dir ?? defaultDir(), "sessions")
       if (!fs.existsSync(dir)) return []
       const out: Array<EventLog.SessionInfo> = []
+      // a log without events sorts by when its file was last written
+      const when = new Map<string, number>()
       for (const name of fs.readdirSync(dir)) {
         if (!name.endsWith(".jsonl")) continue
         const file = path.join(dir, name)
-        const size = fs.statSync(file).size
+        const stat = fs.statSync(file)
+        const size = stat.size
         const id = name.slice(0, -".jsonl".length)
+        when.set(id, stat.mtimeMs)
         if (size === 0) {
           out.push({ id, title: null, started: null, lastEventAt: null, events: 0, bytes: 0 })
           continue
@@ -644,24 +800,43 @@ export const sessions = (
           bytes: size
         })
       }
-      return out.sort((a, b) => (b.lastEventAt ?? 0) - (a.lastEventAt ?? 0) || (a.id < b.id ? 1 : -1))
+      const at = (i: EventLog.SessionInfo) => i.lastEventAt ?? when.get(i.id) ?? 0
+      return out.sort((a, b) => at(b) - at(a) || (a.id < b.id ? 1 : -1))
     },
     catch: sys("*", "list sessions")
   })
 
-/** A file-backed `EventStore`. */
-export const makeStore = (options: Options = {}): EventLog.StoreService => ({
-  open: (session, opts) => open(session, { ...options, ...opts }),
-  sessions: sessions(options),
-  exists: (session) =>
-    Effect.sync(() => {
-      try {
-        return fs.existsSync(sessionFile(options.dir ?? defaultDir(), session))
-      } catch {
-        return false
-      }
-    })
-})
+/** A file-backed `EventStore`: the sessions, blobs and checkpoints of one state directory. */
+export const makeStore = (options: Options = {}): EventLog.StoreService => {
+  const dir = options.dir ?? defaultDir()
+  const redactor = options.redactor ?? Redactor.none
+  const blobs = makeBlobs(path.join(dir, "blobs"), "*")
+  return {
+    where: path.join(dir, "sessions"),
+    open: (session, opts) => open(session, { ...options, ...opts }),
+    sessions: sessions(options),
+    exists: (session) =>
+      Effect.sync(() => {
+        try {
+          return fs.existsSync(sessionFile(dir, session))
+        } catch {
+          return false
+        }
+      }),
+    read: (session, fromSeq) => readSession(session, { dir, fromSeq }),
+    ends: (session) => readEnds(session, { dir }),
+    getBlob: blobs.get,
+    readCheckpoint: (session) =>
+      Effect.sync(() => {
+        try {
+          return readCheckpoint(dir, session)
+        } catch (e) {
+          return Either.left((e as Error).message)
+        }
+      }),
+    writeCheckpoint: (checkpoint) => writeCheckpoint(dir, checkpoint, redactor)
+  }
+}
 
 /** Redactor for this process: every credential-looking environment variable. */
 export const envRedactor = (env: NodeJS.ProcessEnv = process.env): Redactor.Redactor =>

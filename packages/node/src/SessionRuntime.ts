@@ -31,12 +31,14 @@ import {
   Recorder,
   Session,
   Skill,
+  Stop,
   Tools,
   Workspace
 } from "@musekit/core"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as CodingTools from "./CodingTools.js"
 import * as EventLogFile from "./EventLogFile.js"
+import * as Sandbox from "./Sandbox.js"
 import * as ShellParser from "./ShellParser.js"
 import * as WorkspaceNode from "./WorkspaceNode.js"
 
@@ -67,6 +69,12 @@ export const Config = Schema.Struct({
    * model at most a tenth of it (`Tools.resultBudget`); absent, results reach the model whole.
    */
   contextWindow: Schema.optional(Schema.Number),
+  /**
+   * The OS sandbox commands run in (mode, allowed hosts, more writable or hidden paths). A resume
+   * uses it again; a replay runs no command, so it needs no sandbox. Absent in sessions recorded
+   * before there was one: they resume with the default, `workspace-write`.
+   */
+  sandbox: Schema.optional(Sandbox.Settings),
   /**
    * What plugins found in the world when the session started, by plugin name (the tools each MCP
    * server offered, say): a replay or a resume builds those plugins from this record instead of
@@ -141,6 +149,8 @@ export const config = (options: {
   readonly plugins?: ReadonlyArray<string> | undefined
   /** The model's context window in tokens (recorded; see `Config.contextWindow`). */
   readonly contextWindow?: number | undefined
+  /** The OS sandbox (recorded; see `Config.sandbox`); default `workspace-write`. */
+  readonly sandbox?: Sandbox.Settings | undefined
   /** What plugins found when the session started (recorded; see `Config.discovered`). */
   readonly discovered?: Readonly<Record<string, unknown>> | undefined
 }): Config => ({
@@ -158,6 +168,7 @@ export const config = (options: {
   },
   ...(options.plugins !== undefined ? { plugins: [...options.plugins] } : {}),
   ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
+  sandbox: options.sandbox ?? Sandbox.defaultSettings,
   ...(options.discovered !== undefined ? { discovered: { ...options.discovered } } : {})
 })
 
@@ -174,10 +185,41 @@ export interface Io {
   readonly onTurn?: ((result: Agent.TurnResult) => Effect.Effect<void>) | undefined
   /** Told how a resume starts, before it replays anything. */
   readonly onResume?: ((info: ResumeInfo) => Effect.Effect<void>) | undefined
+  /**
+   * Notices for the main agent from outside the conversation (e.g. that the session moved to
+   * another machine and what did not come along): each is delivered between its steps, like a
+   * crew report, and recorded, so a replay sees it too. Asked only live.
+   */
+  readonly notices?: Effect.Effect<Option.Option<string>> | undefined
+  /**
+   * The session's stop button (Ctrl-C, SIGINT, SIGTERM): a request stops the main agent's turn and
+   * every crew member's; reports that come after it wait for the next input.
+   */
+  readonly stop?: Stop.Service | undefined
+}
+
+/** Who notices come from in the agent's inbox. */
+export const NOTICE_FROM = "muse"
+
+/** The main agent's inbox: the session's notices first, then what the crew reports. */
+const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefined => {
+  const notices = io.notices
+  if (!notices) return crew
+  let n = 0
+  return {
+    take: Effect.flatMap(notices, (text) =>
+      Option.isSome(text)
+        ? Effect.succeed(Option.some({ id: `notice-${++n}`, from: NOTICE_FROM, text: text.value }))
+        : (crew?.take ?? Effect.succeed(Option.none()))
+    ),
+    delivered: (message) => (message.from === NOTICE_FROM || !crew?.delivered ? Effect.void : crew.delivered(message))
+  }
 }
 
 /** How a resume starts. */
 export interface ResumeInfo {
+  /** The seq the session goes on live from (the log's length when it was opened). */
+  readonly nextSeq: number
   /** Seq of the checkpoint restored, or `null` when the whole log is replayed. */
   readonly checkpoint: number | null
   /** Events replayed before the session goes on live. */
@@ -192,6 +234,8 @@ export interface Services {
   /** Tools instead of the built-in coding tools. */
   readonly tools?: ReadonlyArray<Tools.Definition> | undefined
   readonly toolOptions?: CodingTools.Options | undefined
+  /** Options of the OS sandbox (paths muse keeps read-only or hidden: its config, its state). */
+  readonly sandbox?: Sandbox.Options | undefined
 }
 
 /** A summary of a finished program. */
@@ -208,6 +252,8 @@ export interface State {
   readonly approvals: unknown
   readonly crew: Crew.State | null
   readonly plugins: Record<string, unknown>
+  /** The sandbox mode (changed by `/sandbox <mode>`), when the session has a sandbox. */
+  readonly sandbox?: Sandbox.Mode | undefined
   /** Taken mid-task: the user input whose turn was going on, and where that turn was. */
   readonly turn?: { readonly input: string; readonly state: Agent.TurnState } | undefined
 }
@@ -215,6 +261,11 @@ export interface State {
 export interface ProgramOptions {
   /** Go on from a checkpoint's state instead of starting the session (its earlier events are not replayed). */
   readonly restore?: State | undefined
+  /**
+   * `session.started` and the first `user.input` are in the log already (`start` writes them in the
+   * write that creates the session): the program goes on from there with this input.
+   */
+  readonly recorded?: { readonly input: string } | undefined
   /** Runs once the program is ready to go on: the state restored (if there was one to restore). */
   readonly ready?: Effect.Effect<void> | undefined
   /**
@@ -234,6 +285,15 @@ export interface ProgramOptions {
     | undefined
 }
 
+/** The log holds no `session.started`: the session stopped before its start (and its task) was recorded. */
+export class EmptySession extends Schema.TaggedError<EmptySession>("@musekit/node/EmptySession")("EmptySession", {
+  session: Schema.String
+}) {
+  override get message() {
+    return `session ${this.session} has no task: it stopped before its task was recorded, so there is nothing to resume or replay`
+  }
+}
+
 /** The checkpoint being restored does not fit this session (its state names what is not there). */
 export class CheckpointUnusable extends Schema.TaggedError<CheckpointUnusable>("@musekit/node/CheckpointUnusable")(
   "CheckpointUnusable",
@@ -251,12 +311,12 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
   Effect.gen(function* () {
     const rec = yield* Recorder.Recorder
     const restore = options.restore
-    if (!restore) {
-      yield* rec.append({ agent: "main", type: "session.started", data: { title: cfg.title, config: cfg } })
-    }
+    if (!restore && !options.recorded) yield* rec.append(startedDraft(cfg))
     const model = yield* Model.Model
     const plugins = yield* Plugin.Plugins
     const approvals = yield* Approvals.Approvals
+    const sandbox = Option.getOrUndefined(yield* Effect.serviceOption(Sandbox.Sandbox))
+    const stop = Option.getOrElse(yield* Effect.serviceOption(Stop.Stop), () => Stop.never)
     /** While restoring, any failure means the checkpoint does not fit: the caller replays the whole log instead. */
     const restoring = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
       restore ? Effect.catchAllDefect(eff, (d) => Effect.fail(unusable(d))) : eff
@@ -267,6 +327,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       yield* restoring(model.checkpoint.restore(restore.model))
       yield* restoring(approvals.checkpoint.restore(restore.approvals))
       yield* restoring(plugins.restore(restore.plugins))
+      if (sandbox && restore.sandbox) yield* sandbox.setMode(restore.sandbox)
     }
     const crew = cfg.crew
       ? yield* restoring(Crew.make({ budget: cfg.budget, restore: restore?.crew ?? undefined }))
@@ -277,7 +338,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         instructions: cfg.instructions,
         budget: cfg.budget,
         extraTools: crew?.tools ?? [],
-        inbox: crew?.inbox,
+        inbox: mainInbox(io, crew?.inbox),
         restore: restore?.main
       })
     )
@@ -297,6 +358,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
           approvals: yield* approvals.checkpoint.save,
           crew: crewState,
           plugins: pluginStates,
+          ...(sandbox ? { sandbox: yield* sandbox.mode } : {}),
           ...(turn ? { turn } : {})
         } satisfies State
       })
@@ -304,6 +366,8 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
     const checkpoint = (turn?: State["turn"]) =>
       Effect.gen(function* () {
         if (!options.checkpoints || (yield* rec.replaying("main"))) return
+        // an interrupted turn is continued by the next resume: from the log, not from a checkpoint
+        if (!turn && Option.isSome(yield* main.interrupted)) return
         const seq = yield* options.checkpoints.due
         if (seq === undefined) return
         const state = yield* save(turn)
@@ -331,21 +395,48 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       if (io.onTurn) yield* io.onTurn(result)
       if (crew) yield* crew.run(main, sendOptions)
     }
+    let first = options.recorded?.input
     while (true) {
       yield* checkpoint()
-      const got = yield* Recorder.poll<string>({
-        agent: "main",
-        type: "user.input",
-        take: io.input,
-        toData: (text) => ({ text }),
-        fromData: (d) => (d as { text: string }).text
-      })
-      if (Option.isNone(got)) break
-      const text = got.value.value.trim()
+      let input: string
+      if (first !== undefined) {
+        input = first
+        first = undefined
+      } else {
+        // a large input goes to the blob store; live, the text at hand is used (not read back)
+        let taken: string | undefined
+        const got = yield* Recorder.poll<Agent.TextData, Recorder.RecorderError>({
+          agent: "main",
+          type: "user.input",
+          take: Effect.flatMap(io.input, (next) => {
+            if (Option.isNone(next)) return Effect.succeed(Option.none())
+            taken = next.value
+            return Effect.map(Agent.storeText(rec, next.value), Option.some)
+          }),
+          toData: (data) => data,
+          fromData: (d) => d as Agent.TextData
+        })
+        if (Option.isNone(got)) break
+        input = taken ?? (yield* Agent.loadText(rec, got.value.value))
+      }
+      const text = input.trim()
       const approve = /^\/approve\s+(read-only|ask|auto-edit|auto)\s*$/.exec(text)
       if (approve) {
         yield* approvals.setMode(approve[1] as Approvals.Mode)
         yield* output(`approval mode: ${approve[1]}`)
+        continue
+      }
+      const sandboxMode = /^\/sandbox(?:\s+(\S+))?\s*$/.exec(text)
+      if (sandboxMode) {
+        const wanted = sandboxMode[1]
+        if (wanted !== undefined && !(Sandbox.modes as ReadonlyArray<string>).includes(wanted)) {
+          yield* output(`usage: /sandbox ${Sandbox.modes.join("|")}`)
+          continue
+        }
+        // replay has no sandbox: the input is recorded, the mode matters only where commands run
+        if (sandbox && wanted !== undefined) yield* sandbox.setMode(wanted as Sandbox.Mode)
+        if (sandbox) yield* output(Sandbox.describe(yield* sandbox.status))
+        else if (wanted !== undefined) yield* output(`sandbox: ${wanted}`)
         continue
       }
       if (text === "/exit" || text === "/quit") break
@@ -356,15 +447,48 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
         )
         if (typeof result === "string") yield* output(result)
       } else {
-        const result = yield* main.send(text, taskOptions(text))
+        let result = yield* main.send(text, taskOptions(text))
+        // A turn interrupted in an earlier run goes on when the session is resumed (recorded as
+        // `turn.resumed`); one stopped now (a stop is pending) waits for the person.
+        while (result.status === "interrupted") {
+          const resumed = yield* Recorder.poll<{ readonly reason: string }>({
+            agent: "main",
+            type: "turn.resumed",
+            take: Effect.map(stop.requested, (pending) =>
+              Option.isSome(pending) ? Option.none() : Option.some({ reason: "the session was resumed" })
+            ),
+            toData: (d) => d,
+            fromData: (d) => d as { readonly reason: string }
+          })
+          const at = yield* main.interrupted
+          if (Option.isNone(resumed) || Option.isNone(at)) break
+          const state = at.value
+          const resumedAt = resumed.value.event.at
+          result = yield* main.resume(
+            // the time budget counts the time the turn ran, not the time it lay interrupted
+            { ...state, startedAt: resumedAt - (state.lastAt - state.startedAt), lastAt: resumedAt },
+            taskOptions(text)
+          )
+        }
         turns.push(result)
         if (io.onTurn) yield* io.onTurn(result)
       }
       if (crew) yield* crew.run(main, sendOptions)
+      if (!(yield* rec.replaying("main")) && Option.isSome(yield* stop.requested)) {
+        // everything stops before the next input: each crew member's turn ends, then the request is done
+        if (crew) yield* crew.quiet
+        yield* stop.clear
+      }
     }
     if (crew) yield* crew.shutdown
     return { turns, usage: yield* main.usage } satisfies Outcome
   }).pipe(Effect.scoped)
+
+const startedDraft = (cfg: Config): Event.Draft => ({
+  agent: "main",
+  type: "session.started",
+  data: { title: cfg.title, config: cfg }
+})
 
 /** The services the program needs, over a real workspace. Needs a `Recorder`. */
 export const layer = (cfg: Config, io: Io, services: Services, options: { readonly replaying: boolean }) => {
@@ -383,7 +507,9 @@ export const layer = (cfg: Config, io: Io, services: Services, options: { readon
     }),
     workspace,
     Layer.succeed(Tools.Tools, Tools.fromList(tools)),
-    plugins
+    Layer.succeed(Stop.Stop, io.stop ?? Stop.never),
+    plugins,
+    Sandbox.layer(cfg.sandbox ?? Sandbox.defaultSettings, services.sandbox)
   )
 }
 
@@ -410,8 +536,19 @@ export interface StartOptions {
   readonly session: string
   readonly io: Io
   readonly services: Services
-  /** State directory (default `EventLogFile.defaultDir()`). */
+  /**
+   * The first user input, recorded as `user.input` in the very write that creates the session (with
+   * `session.started`): a session never exists without the task it was started for. `io.input` is
+   * asked only for the inputs after it.
+   */
+  readonly task?: string | undefined
+  /** State directory of the file store (default `EventLogFile.defaultDir()`); unused with `store`. */
   readonly dir?: string | undefined
+  /**
+   * Where the session's log, blobs and checkpoints are kept (default: the file store in `dir`).
+   * Any `EventLog.StoreService` works, e.g. `EventLogPg.makeStore` from `@musekit/pg`.
+   */
+  readonly store?: EventLog.StoreService | undefined
   /**
    * Take a checkpoint (`sessions/<id>.checkpoint.json`) at the first idle point after this many
    * events since the last one, so a resume replays only what came after it. Default 1,000; 0 = never.
@@ -422,9 +559,16 @@ export interface StartOptions {
 /** Default events between checkpoints. */
 export const CHECKPOINT_EVERY = 1000
 
-/** Checkpoints of the session whose log is in context, written beside it. */
+/** The store a session runs on: the one given, else the file store of `dir`. */
+export const storeFor = (options: {
+  readonly store?: EventLog.StoreService | undefined
+  readonly dir?: string | undefined
+}): EventLog.StoreService =>
+  options.store ?? EventLogFile.makeStore({ dir: options.dir, redactor: EventLogFile.envRedactor() })
+
+/** Checkpoints of the session whose log is in context, written beside it in its store. */
 const checkpointsFor = (options: {
-  readonly dir: string
+  readonly store: EventLog.StoreService
   readonly every: number
   /** Seq of the checkpoint the run started from (-1: none). */
   readonly from: number
@@ -432,7 +576,6 @@ const checkpointsFor = (options: {
   Effect.gen(function* () {
     if (options.every <= 0) return undefined
     const log = yield* EventLog.EventLog
-    const redactor = EventLogFile.envRedactor()
     let last = options.from
     /** The durable end of the log, when nothing handed out waits to become durable. */
     const end = Effect.flatMap(log.settled, (settled) =>
@@ -452,31 +595,49 @@ const checkpointsFor = (options: {
         Effect.gen(function* () {
           const at = yield* Checkpoint.eventAt(log, seq)
           if (!at) return
-          yield* EventLogFile.writeCheckpoint(
-            options.dir,
-            Checkpoint.make({ session: log.sessionId, at, state }),
-            redactor
-          )
+          yield* options.store.writeCheckpoint(Checkpoint.make({ session: log.sessionId, at, state }))
           last = at.seq
         }).pipe(Effect.ignore) // a checkpoint that could not be written costs only resume speed
     }
   })
 
-/** Start a new session, recording to the durable file log. */
-export const start = (options: StartOptions) =>
+/** The session's log in its store, opened for writing for as long as the program runs. */
+const withLog = (store: EventLog.StoreService, session: string, options?: EventLog.OpenOptions) =>
+  Effect.provide(Layer.scoped(EventLog.EventLog, store.open(session, options)))
+
+/** Start a new session on the log in context (`start` opens it). */
+export const startOn = (options: Omit<StartOptions, "session"> & { readonly store: EventLog.StoreService }) =>
   Effect.gen(function* () {
     const checkpoints = yield* checkpointsFor({
-      dir: options.dir ?? EventLogFile.defaultDir(),
+      store: options.store,
       every: options.checkpointEvery ?? CHECKPOINT_EVERY,
       from: -1
     })
+    let recorded: ProgramOptions["recorded"]
+    if (options.task !== undefined) {
+      const log = yield* EventLog.EventLog
+      const rec = Recorder.makeLive(log)
+      const input = yield* Agent.storeText(rec, options.task)
+      const first = yield* log.appendAll([
+        startedDraft(options.config),
+        { agent: "main", type: "user.input", data: input }
+      ])
+      if (options.io.onEvent) for (const e of first) yield* options.io.onEvent(e)
+      recorded = { input: options.task }
+    }
     return yield* Session.run(
-      program(options.config, options.io, options.services, { checkpoints }).pipe(
+      program(options.config, options.io, options.services, { checkpoints, recorded }).pipe(
         Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
       ),
       { onEvent: options.io.onEvent }
     )
-  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session, create: true })))
+  })
+
+/** Start a new session, recording to its store (the durable file log by default). */
+export const start = (options: StartOptions) => {
+  const store = storeFor(options)
+  return startOn({ ...options, store }).pipe(withLog(store, options.session, { create: true }))
+}
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -503,7 +664,7 @@ const stateProblem = (u: unknown): string | undefined => {
  * match the log), every event. `ignored` says why a checkpoint file was not used.
  */
 export const restorePoint = (
-  dir: string,
+  store: EventLog.StoreService,
   session: string
 ): Effect.Effect<
   {
@@ -517,7 +678,7 @@ export const restorePoint = (
 > =>
   Effect.gen(function* () {
     const log = yield* EventLog.EventLog
-    const read = EventLogFile.readCheckpoint(dir, session)
+    const read = yield* store.readCheckpoint(session)
     let ignored: string | undefined
     if (Either.isRight(read)) {
       const cp = read.right
@@ -531,20 +692,15 @@ export const restorePoint = (
     return { state: undefined, from: -1, events: yield* EventLog.readAll(log), ignored }
   })
 
-/**
- * Continue a session after a crash or a stop: restore its latest checkpoint (if it matches the
- * log) and replay the events after it — or replay the whole log — then settle what was in flight
- * and go on live.
- */
-export const resume = (
-  options: Omit<StartOptions, "config"> & {
-    readonly config?: Config | undefined
-    /** `false`: ignore the checkpoint and replay the whole log. */
-    readonly useCheckpoint?: boolean | undefined
-  }
-) =>
+export type ResumeOptions = Omit<StartOptions, "config"> & {
+  readonly config?: Config | undefined
+  /** `false`: ignore the checkpoint and replay the whole log. */
+  readonly useCheckpoint?: boolean | undefined
+}
+
+/** Continue the session whose log is in context (`resume` opens it). */
+export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.StoreService }) =>
   Effect.gen(function* () {
-    const dir = options.dir ?? EventLogFile.defaultDir()
     const log = yield* EventLog.EventLog
     const wholeLog = Effect.map(EventLog.readAll(log), (events) => ({ state: undefined, from: -1, events }))
     const run = (point: {
@@ -554,13 +710,17 @@ export const resume = (
       readonly ignored?: string | undefined
     }) =>
       Effect.gen(function* () {
+        if (!options.config && !point.state && !point.events.some((e) => e.type === "session.started")) {
+          return yield* new EmptySession({ session: options.session })
+        }
         const cfg = options.config ?? point.state?.config ?? (yield* configOf(point.events))
         const checkpoints = yield* checkpointsFor({
-          dir,
+          store: options.store,
           every: options.checkpointEvery ?? CHECKPOINT_EVERY,
           from: point.from
         })
         const ready = options.io.onResume?.({
+          nextSeq: (yield* log.lastSeq) + 1,
           checkpoint: point.state ? point.from : null,
           replaying: point.events.length,
           ignored: point.ignored ?? null
@@ -572,7 +732,8 @@ export const resume = (
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })
-    const point = options.useCheckpoint === false ? yield* wholeLog : yield* restorePoint(dir, options.session)
+    const point =
+      options.useCheckpoint === false ? yield* wholeLog : yield* restorePoint(options.store, options.session)
     if (!point.state) return yield* run(point)
     // a checkpoint that matches the log but cannot be restored (a role or plugin this run lacks):
     // nothing was recorded yet, so the whole log is replayed instead
@@ -581,12 +742,24 @@ export const resume = (
         Effect.flatMap(wholeLog, (all) => run({ ...all, ignored: e.reason }))
       )
     )
-  }).pipe(Effect.provide(EventLogFile.layer({ dir: options.dir, session: options.session })))
+  })
+
+/**
+ * Continue a session after a crash or a stop: restore its latest checkpoint (if it matches the
+ * log) and replay the events after it — or replay the whole log — then settle what was in flight
+ * and go on live.
+ */
+export const resume = (options: ResumeOptions) => {
+  const store = storeFor(options)
+  return resumeOn({ ...options, store }).pipe(withLog(store, options.session))
+}
 
 /** Re-run a recorded session with no model and no side effects; `verify` reports the first divergence. */
 export const replay = (options: {
   readonly session: string
   readonly dir?: string | undefined
+  /** The store the session is in (default: the file store of `dir`). */
+  readonly store?: EventLog.StoreService | undefined
   readonly verify?: boolean | undefined
   readonly onEvent?: ((event: Event.Envelope) => Effect.Effect<void>) | undefined
   readonly plugins?: ReadonlyArray<Plugin.PluginInput> | undefined
@@ -595,9 +768,10 @@ export const replay = (options: {
   readonly events?: ReadonlyArray<Event.Envelope> | undefined
 }) =>
   Effect.gen(function* () {
-    const events = options.events ?? (yield* EventLogFile.readSession(options.session, { dir: options.dir }))
+    const store = storeFor(options)
+    const events = options.events ?? (yield* store.read(options.session))
+    if (!events.some((e) => e.type === "session.started")) return yield* new EmptySession({ session: options.session })
     const cfg = yield* configOf(events)
-    const blobs = EventLogFile.makeBlobs(path.join(options.dir ?? EventLogFile.defaultDir(), "blobs"), options.session)
     const io: Io = {
       input: Effect.succeed(Option.none()),
       prompter: { ask: () => Effect.dieMessage("a person was asked during replay") }
@@ -610,7 +784,7 @@ export const replay = (options: {
     return yield* Session.replay(program(cfg, io, services).pipe(Effect.provide(replayLayer(cfg, io, services))), {
       events,
       verify: options.verify,
-      getBlob: blobs.get,
+      getBlob: store.getBlob,
       onEvent: options.onEvent,
       redactor: EventLogFile.envRedactor()
     })

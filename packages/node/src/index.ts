@@ -1,5 +1,5 @@
 /**
- * @musekit/node — Node layers for MuseKit: the durable file event log, workspace tools, git.
+ * @musekit/node — Node layers for MuseKit: the durable file event log, workspace tools, hardened git.
  *
  * @example
  * ```ts
@@ -9,6 +9,8 @@
 
 export * as CodingTools from "./CodingTools.js"
 export * as EventLogFile from "./EventLogFile.js"
+export * as Git from "./Git.js"
+export * as Sandbox from "./Sandbox.js"
 export * as SessionRuntime from "./SessionRuntime.js"
 export * as ShellParser from "./ShellParser.js"
 export * as WorkspaceNode from "./WorkspaceNode.js"

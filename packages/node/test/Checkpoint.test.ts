@@ -145,8 +145,13 @@ describe("checkpoints", () => {
     )
     const viaLog = await read(path.join(base, "state-full"), "s")
 
-    expect(resumed[0]).toEqual({ checkpoint: cp.seq, replaying: first.length - 1 - cp.seq, ignored: null })
-    expect(resumed[1]).toEqual({ checkpoint: null, replaying: first.length, ignored: null })
+    expect(resumed[0]).toEqual({
+      nextSeq: first.length,
+      checkpoint: cp.seq,
+      replaying: first.length - 1 - cp.seq,
+      ignored: null
+    })
+    expect(resumed[1]).toEqual({ nextSeq: first.length, checkpoint: null, replaying: first.length, ignored: null })
     expect(viaCheckpoint.length).toBeGreaterThan(first.length + 40)
     expect(comparable(viaCheckpoint)).toEqual(comparable(viaLog))
     expect(files(root)).toEqual(filesViaCheckpoint)
@@ -252,7 +257,7 @@ describe("checkpoints", () => {
         SessionRuntime.resume({ session: "a", dir, io: io([], resumed), services: services(), checkpointEvery: 0 })
       )
       expect(resumed, what).toEqual([
-        { checkpoint: null, replaying: events.length, ignored: expect.stringContaining(reason) }
+        { nextSeq: events.length, checkpoint: null, replaying: events.length, ignored: expect.stringContaining(reason) }
       ])
       // nothing was appended: the session was complete, and replaying it changed nothing
       expect((await read(dir, "a")).length, what).toBe(events.length)

@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import type { LanguageModel } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Model, Session } from "@musekit/core"
@@ -121,6 +122,24 @@ describe("end to end on a real repository", () => {
       const shell = events.find((e) => e.type === "tool.completed" && (e.data as any).tool === "run_shell")!
       expect((shell.data as any).result.exit_code).toBe(0)
       expect(fs.statSync(path.join(state, "sessions", "e2e.jsonl")).mode & 0o777).toBe(0o600)
+
+      // docs/event-format.md, followed to the letter on every line of this real log: strip the last
+      // 18 bytes, append "}", and compare the CRC-32 of those bytes with the 8 hex digits
+      const raw = fs.readFileSync(path.join(state, "sessions", "e2e.jsonl"))
+      const lines: Array<Buffer> = []
+      for (let at = 0; at < raw.length; ) {
+        const nl = raw.indexOf(10, at)
+        lines.push(raw.subarray(at, nl))
+        at = nl + 1
+      }
+      expect(lines.length).toBe(events.length)
+      for (const line of lines) {
+        const suffix = line.subarray(line.length - 18).toString("latin1")
+        expect(suffix).toMatch(/^,"crc":"[0-9a-f]{8}"\}$/)
+        const body = Buffer.concat([line.subarray(0, line.length - 18), Buffer.from("}")])
+        expect(zlib.crc32(body).toString(16).padStart(8, "0")).toBe(suffix.slice(8, 16))
+        expect(JSON.parse(body.toString("utf8")).seq).toBe(JSON.parse(line.toString("utf8")).seq)
+      }
 
       // the recorded session replays exactly, without touching the repository
       const before = fs.readFileSync(path.join(repo, "sum.js"), "utf8")

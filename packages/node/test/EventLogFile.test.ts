@@ -1,8 +1,9 @@
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { EventLog } from "@musekit/core"
+import { EventLog, Redactor } from "@musekit/core"
 import { Effect, Exit, Scope } from "effect"
 import { EventLogFile } from "../src/index.js"
 
@@ -24,7 +25,7 @@ const fill = (dir: string, n: number) =>
   )
 
 describe("EventLogFile", () => {
-  it.effect("appends are durable, reopen continues the sequence, file is 0600", () =>
+  it.effect("the log file is created 0600 and reopening continues it", () =>
     Effect.gen(function* () {
       const dir = tmp()
       yield* fill(dir, 10)
@@ -35,25 +36,6 @@ describe("EventLogFile", () => {
       const all = yield* EventLogFile.readSession("s1", { dir })
       expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 11 }, (_, i) => i))
       expect((all[3]!.data as any).text).toBe("ünïcödé ✓")
-    })
-  )
-
-  it.effect("16 concurrent appenders produce a gapless sequence on disk", () =>
-    Effect.gen(function* () {
-      const dir = tmp()
-      yield* withLog(dir, "s1", (log) =>
-        Effect.forEach(
-          Array.from({ length: 16 }, (_, a) => a),
-          (a) =>
-            Effect.forEach(
-              Array.from({ length: 40 }, (_, i) => i),
-              (i) => log.append({ agent: `w${a}`, type: "t", data: { i } })
-            ),
-          { concurrency: "unbounded" }
-        )
-      )
-      const all = yield* EventLogFile.readSession("s1", { dir })
-      expect(all.map((e) => e.seq)).toEqual(Array.from({ length: 640 }, (_, i) => i))
     })
   )
 
@@ -87,6 +69,89 @@ describe("EventLogFile", () => {
     })
   )
 
+  it.effect("a new session's file is created with its first events in it, never before", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const file = path.join(dir, "sessions", "s1.jsonl")
+      const existsBeforeAppend = yield* withLog(dir, "s1", () => Effect.sync(() => fs.existsSync(file)))
+      expect(existsBeforeAppend).toBe(false)
+      expect(yield* Effect.flip(withLog(dir, "s1", (log) => log.lastSeq, false))).toMatchObject({
+        _tag: "SessionNotFound"
+      })
+      const seen = yield* withLog(dir, "s1", (log) =>
+        Effect.gen(function* () {
+          yield* log.appendAll([
+            { agent: "main", type: "session.started", data: { title: "t" } },
+            { agent: "main", type: "user.input", data: { text: "the task" } }
+          ])
+          return fs.readFileSync(file, "utf8").split("\n").filter(Boolean).length
+        })
+      )
+      expect(seen).toBe(2)
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600)
+      expect(fs.readdirSync(path.join(dir, "sessions")).sort()).toEqual(["s1.jsonl"])
+    })
+  )
+
+  it.effect(
+    "an empty log, or one whose first line is torn, opens as an empty session; a stale lock is taken over",
+    () =>
+      Effect.gen(function* () {
+        const dir = tmp()
+        const sessions = path.join(dir, "sessions")
+        fs.mkdirSync(sessions, { recursive: true })
+        fs.writeFileSync(path.join(sessions, "empty.jsonl"), "", { mode: 0o600 })
+        fs.writeFileSync(path.join(sessions, "torn.jsonl"), '{"v":1,"seq":0,"id":"e0","at":1,"ag', { mode: 0o600 })
+        // the lock of a process that died (pid 2^22 + 1 is above the kernel's limit: no such process)
+        fs.writeFileSync(path.join(sessions, "empty.lock"), String(4194305))
+        for (const id of ["empty", "torn"]) {
+          expect(yield* EventLogFile.readSession(id, { dir })).toEqual([])
+          const e = yield* withLog(dir, id, (log) => log.append({ agent: "main", type: "x", data: null }), false)
+          expect(e.seq).toBe(0)
+          expect((yield* EventLogFile.readSession(id, { dir })).map((x) => x.type)).toEqual(["x"])
+        }
+        expect(fs.existsSync(path.join(sessions, "empty.lock"))).toBe(false)
+        const aside = fs.readdirSync(sessions).filter((f) => f.startsWith("torn.jsonl.torn-"))
+        expect(aside).toHaveLength(1)
+        expect(fs.readFileSync(path.join(sessions, aside[0]!), "utf8")).toBe('{"v":1,"seq":0,"id":"e0","at":1,"ag')
+      })
+  )
+
+  it("a torn tail that cannot be kept aside (disk full) is left in place, with no empty side file", {
+    timeout: 180_000
+  }, () => {
+    const dir = tmp()
+    const file = path.join(dir, "sessions", "s1.jsonl")
+    return Effect.runPromise(fill(dir, 3)).then(() => {
+      const torn = `{"v":1,"seq":3,"id":"e3","at":1,"agent":"main","parent":null,"type":"big","data":"${"x".repeat(16_384)}`
+      fs.appendFileSync(file, torn)
+      const before = fs.readFileSync(file)
+      // a file size limit of 8 KiB: the lock fits, the 16 KiB torn tail does not (EFBIG, as ENOSPC would)
+      const fixture = path.join(import.meta.dirname, "fixtures", "open-log.ts")
+      const r = spawnSync(
+        "bash",
+        ["-c", 'ulimit -f 8; exec "$0" --import tsx "$@"', process.execPath, fixture, dir, "s1"],
+        {
+          encoding: "utf8",
+          cwd: path.join(import.meta.dirname, "..")
+        }
+      )
+      const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!)
+      expect(out.error).toContain("could not keep the torn tail of s1.jsonl aside")
+      expect(out.error).toContain("nothing was cut")
+      expect(fs.readdirSync(path.join(dir, "sessions")).filter((f) => f !== "s1.jsonl")).toEqual([])
+      expect(fs.readFileSync(file).equals(before)).toBe(true)
+      // with room again, the same log opens and the tail is kept aside whole
+      const again = spawnSync(process.execPath, ["--import", "tsx", fixture, dir, "s1"], {
+        encoding: "utf8",
+        cwd: path.join(import.meta.dirname, "..")
+      })
+      expect(JSON.parse(again.stdout.trim())).toEqual({ lastSeq: 2 })
+      const aside = fs.readdirSync(path.join(dir, "sessions")).filter((f) => f.includes(".torn-"))
+      expect(fs.readFileSync(path.join(dir, "sessions", aside[0]!), "utf8")).toBe(torn)
+    })
+  })
+
   it.effect("a corrupt line in the middle is a clear error naming file and line; nothing is deleted", () =>
     Effect.gen(function* () {
       const dir = tmp()
@@ -104,6 +169,54 @@ describe("EventLogFile", () => {
       expect(fs.readFileSync(file, "utf8")).toBe(damaged)
       expect(fs.readdirSync(path.join(dir, "sessions")).filter((f) => f.includes(".torn-"))).toHaveLength(0)
     })
+  )
+
+  it.effect(
+    "no secret reaches the blob store: outputs are redacted, exact copies are sealed with a key kept elsewhere",
+    () =>
+      Effect.gen(function* () {
+        const dir = tmp()
+        const keyFile = path.join(tmp(), "config", "muse", "blob.key")
+        const redactor = Redactor.make({ secrets: { MY_SERVICE_TOKEN: "tok-0123456789abcdef" } })
+        const secretFile = "const key = 'sk-proj-abcdefghijklmnopqrstuvwx'\nconst t = 'tok-0123456789abcdef'\n"
+        const { exact, output } = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const log = yield* EventLogFile.open("s1", { dir, create: true, redactor, keyFile })
+            const output = yield* log.putBlob(`env:\nMY_SERVICE_TOKEN=tok-0123456789abcdef\n${"x".repeat(40_000)}`)
+            const exact = yield* log.putBlob(secretFile, { exact: true })
+            return { exact, output }
+          })
+        )
+        const files: Array<string> = []
+        const walk = (d: string) => {
+          for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+            const p = path.join(d, e.name)
+            if (e.isDirectory()) walk(p)
+            else files.push(p)
+          }
+        }
+        walk(dir)
+        for (const f of files) {
+          const bytes = fs.readFileSync(f).toString("latin1")
+          expect(bytes).not.toContain("tok-0123456789abcdef")
+          expect(bytes).not.toContain("sk-proj-abcdefghijklmnopqrstuvwx")
+        }
+        expect(files.some((f) => f.endsWith(`${exact}.sealed`))).toBe(true)
+        expect(fs.statSync(keyFile).mode & 0o777).toBe(0o600)
+        // read back: the output redacted, the exact copy exactly
+        const blobs = EventLogFile.makeBlobs(path.join(dir, "blobs"), "s1", { keyFile })
+        expect(new TextDecoder().decode(yield* blobs.get(output))).toContain(
+          "MY_SERVICE_TOKEN=[REDACTED:MY_SERVICE_TOKEN]"
+        )
+        expect(new TextDecoder().decode(yield* blobs.get(exact))).toBe(secretFile)
+        // with another key it cannot be read, and says so
+        const other = path.join(tmp(), "other.key")
+        const err = yield* Effect.flip(
+          EventLogFile.makeBlobs(path.join(dir, "blobs"), "s1", { keyFile: other }).get(exact)
+        )
+        expect(err._tag).toBe("BlobCorrupted")
+        expect(err.message).toContain("cannot be unsealed with the key in")
+      })
   )
 
   it.effect("a truncated blob is reported as corrupted, a missing one as not found", () =>
@@ -135,32 +248,6 @@ describe("EventLogFile", () => {
       // a lock left by a dead process (SIGKILL) is stale
       fs.writeFileSync(path.join(dir, "sessions", "s1.lock"), "999999")
       expect(yield* withLog(dir, "s1", (log) => log.lastSeq, false)).toBe(0)
-    })
-  )
-
-  it.effect("a missing session is SessionNotFound unless created", () =>
-    Effect.gen(function* () {
-      const dir = tmp()
-      const err = yield* Effect.flip(withLog(dir, "nope", (log) => log.lastSeq, false))
-      expect(err._tag).toBe("SessionNotFound")
-    })
-  )
-
-  it.effect("sessions lists id, title, start, last event and size from the file edges", () =>
-    Effect.gen(function* () {
-      const dir = tmp()
-      yield* withLog(dir, "a", (log) =>
-        log.appendAll([
-          { agent: "main", type: "session.started", data: { title: "fix the build" } },
-          { agent: "main", type: "user.message", data: { text: "hi" } }
-        ])
-      )
-      const list = yield* EventLogFile.sessions({ dir })
-      expect(list).toHaveLength(1)
-      expect(list[0]!.id).toBe("a")
-      expect(list[0]!.title).toBe("fix the build")
-      expect(list[0]!.events).toBe(2)
-      expect(list[0]!.bytes).toBe(fs.statSync(path.join(dir, "sessions", "a.jsonl")).size)
     })
   )
 

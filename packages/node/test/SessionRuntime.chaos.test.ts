@@ -4,19 +4,17 @@
  * The final workspace and event sequence (ignoring timestamps) must equal an uninterrupted run's,
  * and no event a process acknowledged may ever be missing.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Event } from "@musekit/core"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EventLogFile, SessionRuntime } from "../src/index.js"
+import { SessionRuntime } from "../src/index.js"
+import { bundle as bundleScript, killLoop, launch as launchScript, readEvents } from "./support/chaos.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
-const repoRoot = path.resolve(here, "../../..")
 const fixture = path.join(here, "fixtures", "chaos-session.ts")
 const TOOL_CALLS = 240
 const MIN_KILLS = 30
@@ -26,65 +24,15 @@ let work = ""
 
 beforeAll(async () => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), "muse-chaos-"))
-  const fromTsx = createRequire(createRequire(import.meta.url).resolve("tsx/package.json"))
-  const esbuild = fromTsx("esbuild") as { build: (o: Record<string, unknown>) => Promise<unknown> }
-  bundle = path.join(work, "chaos-session.mjs")
-  await esbuild.build({
-    entryPoints: [fixture],
-    outfile: bundle,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    tsconfig: path.join(repoRoot, "tsconfig.json"),
-    banner: { js: 'import { createRequire as __cr } from "node:module"; const require = __cr(import.meta.url);' },
-    logLevel: "error"
-  })
+  bundle = await bundleScript(fixture, path.join(work, "chaos-session.mjs"))
 }, 60_000)
 
 afterAll(() => {
   if (work) fs.rmSync(work, { recursive: true, force: true })
 })
 
-interface Run {
-  readonly child: ChildProcess
-  readonly acks: Array<{ seq: number; type: string }>
-  /** `resumed <checkpoint seq or -1> <replayed events>` lines. */
-  readonly resumed: Array<{ checkpoint: number; replaying: number }>
-  readonly ready: Promise<void>
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
-  readonly stderr: () => string
-}
-
-const launch = (state: string, session: string, root: string, flavour = "solo", toolCalls = TOOL_CALLS): Run => {
-  const child = spawn(process.execPath, [bundle, state, session, root, String(toolCalls), flavour], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  const acks: Array<{ seq: number; type: string }> = []
-  const resumed: Array<{ checkpoint: number; replaying: number }> = []
-  let err = ""
-  let buf = ""
-  let onReady = () => {}
-  const ready = new Promise<void>((r) => (onReady = r))
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    buf += chunk
-    let nl = buf.indexOf("\n")
-    while (nl !== -1) {
-      const [word, seq, type] = buf.slice(0, nl).split(" ")
-      buf = buf.slice(nl + 1)
-      nl = buf.indexOf("\n")
-      if (word === "ready") onReady()
-      else if (word === "ack") acks.push({ seq: Number(seq), type: type! })
-      else if (word === "resumed") resumed.push({ checkpoint: Number(seq), replaying: Number(type) })
-    }
-  })
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c))
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
-    child.on("close", (code, signal) => r({ code, signal }))
-  )
-  return { child, acks, resumed, ready, exit, stderr: () => err }
-}
+const launch = (state: string, session: string, root: string, flavour = "solo", toolCalls = TOOL_CALLS) =>
+  launchScript(bundle, [state, session, root, String(toolCalls), flavour])
 
 const newRoot = () => {
   const root = fs.mkdtempSync(path.join(work, "root-"))
@@ -107,10 +55,7 @@ const snapshot = (dir: string): Record<string, string> => {
   return out
 }
 
-const read = (state: string, session: string) =>
-  Effect.runPromise(
-    EventLogFile.readSession(session, { dir: state }).pipe(Effect.catchTag("SessionNotFound", () => Effect.succeed([])))
-  )
+const read = readEvents
 /** The events as lines, with timestamps zeroed and the workspace root named `<root>`. */
 const withoutTime = (events: ReadonlyArray<Event.Envelope>, root: string) =>
   events.map((e) =>
@@ -133,47 +78,21 @@ describe("SessionRuntime under SIGKILL", () => {
 
     const root = newRoot()
     const state = fs.mkdtempSync(path.join(work, "state-"))
-    const phases = new Map<string, number>()
-    const restored: Array<number> = []
-    let kills = 0
-    let finished = false
-    let runs = 0
-    const MAX_KILLS = 45
-    while (!finished && runs < 200) {
-      runs++
-      const before = (await read(state, "s")).length
-      const run = launch(state, "s", root)
-      // kill once the process has made a random amount of new progress (1 to 40 new events), so
-      // every run moves the session on and kills spread over every phase of the loop
-      const target = before + 1 + Math.floor(Math.random() * 40)
-      let timer: NodeJS.Timeout | undefined
-      if (kills < MAX_KILLS) {
-        const watch = setInterval(() => {
-          if (run.acks.some((a) => a.seq >= target)) {
-            clearInterval(watch)
-            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
-          }
-        }, 1)
-        run.exit.then(() => clearInterval(watch))
-      }
-      const exit = await run.exit
-      if (timer) clearTimeout(timer)
-      const events = await read(state, "s")
-      // nothing a process acknowledged is lost
-      for (const ack of run.acks) {
-        expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} missing after kill ${kills}`).toBe(ack.type)
-      }
-      restored.push(...run.resumed.filter((r) => r.checkpoint >= 0).map((r) => r.checkpoint))
-      if (exit.signal === "SIGKILL") {
-        kills++
-        const last = events[events.length - 1]
-        if (last) phases.set(last.type, (phases.get(last.type) ?? 0) + 1)
-      } else {
-        expect(exit.code, run.stderr()).toBe(0)
-        finished = true
-      }
-    }
-    expect(finished).toBe(true)
+    // kill once a run has made a random amount of new progress (1 to 40 new events), so every run
+    // moves the session on and kills spread over every phase of the loop
+    const {
+      kills,
+      runs,
+      phases,
+      restored: resumed
+    } = await killLoop({
+      start: () => launch(state, "s", root),
+      state,
+      session: "s",
+      kills: 45,
+      progress: 40
+    })
+    const restored = resumed.filter((r) => r.checkpoint >= 0).map((r) => r.checkpoint)
     expect(kills).toBeGreaterThanOrEqual(MIN_KILLS)
     // kills landed in model calls, tool runs and approvals
     expect([...phases.keys()]).toEqual(expect.arrayContaining(["model.requested", "tool.started"]))
@@ -215,39 +134,15 @@ describe("checkpoints under SIGKILL", () => {
 
     const root = newRoot()
     const state = fs.mkdtempSync(path.join(work, "state-"))
-    let kills = 0
-    let runs = 0
-    let finished = false
-    const restored: Array<{ checkpoint: number; replaying: number }> = []
-    while (!finished && runs < 100) {
-      runs++
-      const before = (await read(state, "p")).length
-      const run = launch(state, "p", root, "parts", calls)
-      const target = before + 1 + Math.floor(Math.random() * 60)
-      let timer: NodeJS.Timeout | undefined
-      if (kills < 20) {
-        const watch = setInterval(() => {
-          if (run.acks.some((a) => a.seq >= target)) {
-            clearInterval(watch)
-            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
-          }
-        }, 1)
-        run.exit.then(() => clearInterval(watch))
-      }
-      const exit = await run.exit
-      if (timer) clearTimeout(timer)
-      const events = await read(state, "p")
-      for (const ack of run.acks) {
-        expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} missing after kill ${kills}`).toBe(ack.type)
-      }
-      restored.push(...run.resumed.filter((r) => r.checkpoint >= 0))
-      if (exit.signal === "SIGKILL") kills++
-      else {
-        expect(exit.code, run.stderr()).toBe(0)
-        finished = true
-      }
-    }
-    expect(finished).toBe(true)
+    const loop = await killLoop({
+      start: () => launch(state, "p", root, "parts", calls),
+      state,
+      session: "p",
+      kills: 20,
+      progress: 60
+    })
+    const { kills, runs } = loop
+    const restored = loop.restored.filter((r) => r.checkpoint >= 0)
     expect(kills).toBeGreaterThanOrEqual(15)
     // most resumes came back from a checkpoint and replayed only what followed it
     expect(restored.length).toBeGreaterThanOrEqual(5)
@@ -285,33 +180,13 @@ describe("a crew under SIGKILL", () => {
 
     const root = newRoot()
     const state = fs.mkdtempSync(path.join(work, "state-"))
-    let kills = 0
-    let finished = false
-    for (let runs = 0; !finished && runs < 100; runs++) {
-      const before = (await read(state, "c")).length
-      const run = launch(state, "c", root, "crew", 40)
-      const target = before + 1 + Math.floor(Math.random() * 12)
-      let timer: NodeJS.Timeout | undefined
-      if (kills < 15) {
-        const watch = setInterval(() => {
-          if (run.acks.some((a) => a.seq >= target)) {
-            clearInterval(watch)
-            timer = setTimeout(() => run.child.kill("SIGKILL"), Math.floor(Math.random() * 4))
-          }
-        }, 1)
-        run.exit.then(() => clearInterval(watch))
-      }
-      const exit = await run.exit
-      if (timer) clearTimeout(timer)
-      const events = await read(state, "c")
-      for (const ack of run.acks) expect(events[ack.seq]?.type, `acknowledged seq ${ack.seq} lost`).toBe(ack.type)
-      if (exit.signal === "SIGKILL") kills++
-      else {
-        expect(exit.code, run.stderr()).toBe(0)
-        finished = true
-      }
-    }
-    expect(finished).toBe(true)
+    const { kills } = await killLoop({
+      start: () => launch(state, "c", root, "crew", 40),
+      state,
+      session: "c",
+      kills: 15,
+      progress: 12
+    })
     process.stdout.write(`crew chaos: ${kills} kills, ${(await read(state, "c")).length} events\n`)
     expect(kills).toBeGreaterThanOrEqual(10)
 

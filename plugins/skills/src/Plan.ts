@@ -17,8 +17,16 @@
  * | `plan.findings`           | `{ id, version, round, reviewer, findings, summary, blocking }` |
  * | `plan.grill.completed`    | `{ id, version, rounds, status: "clean" \| "round-limit", blocking }` |
  * | `plan.step.started`       | `{ id, version, step, index, total, intent, delegated }`      |
+ * | `plan.step.verify.started` | `{ id, version, step, command }` (then the command's result)  |
+ * | `plan.step.verified`      | `{ id, version, step, command, passed, exitCode, timedOut, durationMs, output }` |
  * | `plan.step.completed`     | `{ id, version, step, status, summary }`                      |
  * | `plan.completed`          | `{ id, version, status, done, total, reason }`                |
+ *
+ * A step run by the agent itself is `done` only when the agent says so, no write of the step failed
+ * without being made good, and its verify command passes: the `verify` of a step names a command
+ * when it is one (`npm test`, `test -f a.txt`) or holds one in backticks; that command is run in the
+ * workspace after the step and its result recorded. A step delegated to the crew is done when its
+ * worker reports it done.
  *
  * `fromEvents` folds a log into the latest plan and its status, for UIs and tools.
  *

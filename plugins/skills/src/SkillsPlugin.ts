@@ -65,6 +65,10 @@ export interface PlanOptions {
   readonly parallel?: boolean | undefined
   /** The crew role steps are delegated to (default `worker`). */
   readonly crewRole?: string | undefined
+  /** A step's verify command taking longer is killed and the step fails (default 10 min). */
+  readonly verifyTimeoutMs?: number | undefined
+  /** Where verify commands run (default the workspace root). */
+  readonly cwd?: string | undefined
 }
 
 export interface GrillOptions {
@@ -133,7 +137,10 @@ const planningSettings = (options: Options): Planning.Settings => ({
   rounds: options.grill?.rounds ?? DEFAULTS.rounds,
   grillBeforeApproval: options.plan?.grill ?? false,
   parallel: options.plan?.parallel ?? true,
-  crewRole: options.plan?.crewRole ?? DEFAULTS.crewRole
+  crewRole: options.plan?.crewRole ?? DEFAULTS.crewRole,
+  verifyTimeoutMs: options.plan?.verifyTimeoutMs ?? DEFAULTS.checkTimeoutMs,
+  outputTailChars: DEFAULTS.outputTailChars,
+  cwd: options.plan?.cwd
 })
 
 /** Ends a skill on `Stopped` (an interrupted turn) with a result instead of a failure. */

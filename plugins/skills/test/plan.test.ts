@@ -1,8 +1,11 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Event, Model, Session } from "@musekit/core"
 import { Scripted, scriptedModel } from "@musekit/core/testing"
-import { Effect, Option } from "effect"
+import { Effect, type Layer, Option } from "effect"
 import { Plan } from "../src/index.js"
+import * as Planning from "../src/internal/planning.js"
 import {
   answering,
   byRole,
@@ -216,6 +219,129 @@ describe("/plan", () => {
       expect(read(repo, "notes/b.txt")).toBeUndefined()
     })
   )
+})
+
+/**
+ * A plan of three steps with verify commands: s1 edits a file that does not hold the text it
+ * replaces (the edit fails, the agent says done anyway), or, with `fixed`, writes it; s2 writes
+ * a file its verify command checks; s3's verify command fails.
+ */
+const verifyingPlanner = (s: Seen) => {
+  if (s.lastResults.some((r) => r.name === "submit_plan")) return Scripted.text("Plan submitted.")
+  const steps = [
+    { id: "s1", intent: "Fix sum.js", files: ["sum.js"], risks: [], verify: "`grep -q 'a + b' sum.js`", dependsOn: [] },
+    {
+      id: "s2",
+      intent: "Write notes/b.txt",
+      files: ["notes/b.txt"],
+      risks: [],
+      verify: "test -f notes/b.txt",
+      dependsOn: ["s1"]
+    },
+    {
+      id: "s3",
+      intent: "Write notes/c.txt",
+      files: ["notes/c.txt"],
+      risks: [],
+      verify: "grep -q never notes/c.txt",
+      dependsOn: ["s2"]
+    }
+  ]
+  return Scripted.toolCalls([{ id: "submit", name: "submit_plan", params: { title: "Fix and note", steps } }])
+}
+
+const verifyingWorker =
+  (oldText: string) =>
+  (s: Seen): ReturnType<typeof Scripted.text> => {
+    const id = /Carry out step (\w+) /.exec(s.lastUser)?.[1]
+    if (s.lastResults.length > 0) return Scripted.text(`Step ${id} is finished.\nSTEP STATUS: done`)
+    if (id === "s1") {
+      return Scripted.toolCalls([
+        {
+          id: "edit-s1",
+          name: "edit_file",
+          params: { path: "sum.js", edits: [{ old_text: oldText, new_text: "a + b" }] }
+        }
+      ])
+    }
+    const file = id === "s2" ? "notes/b.txt" : "notes/c.txt"
+    return Scripted.toolCalls([{ id: `write-${id}`, name: "write_file", params: { path: file, content: `${id}\n` } }])
+  }
+
+describe("/plan checks its steps", () => {
+  it.scoped("a step whose edit failed is not done, whatever the agent says; the plan stops there", () =>
+    Effect.gen(function* () {
+      const repo = yield* tempRepo({ "sum.js": "export const sum = (a, b) => a - b\n" })
+      const { result, events } = yield* recordLive(
+        skillProgram({
+          repo,
+          languageModel: scriptedModel([byRole({ planner: verifyingPlanner, main: verifyingWorker("a * b") })]).layer,
+          inputs: ["/plan fix sum"],
+          prompter: answering([Plan.answers.approve]).layer
+        })
+      )
+      expect(result[0]).toMatchObject({ status: "failed", done: 0 })
+      const completed = data(ofType(events, "plan.step.completed")[0])
+      expect(completed).toMatchObject({ step: "s1", status: "failed" })
+      expect(completed.summary).toContain("edit_file of sum.js failed")
+      // its verify command is not run for a step that already failed, and later steps do not start
+      expect(ofType(events, "plan.step.verified")).toHaveLength(0)
+      expect(ofType(events, "plan.step.started").map((e) => data(e).step)).toEqual(["s1"])
+      expect(read(repo, "notes/b.txt")).toBeUndefined()
+    })
+  )
+
+  it.scoped("each step's verify command runs, its result is recorded, and a failing one fails the step", () =>
+    Effect.gen(function* () {
+      const repo = yield* tempRepo({ "sum.js": "export const sum = (a, b) => a - b\n" })
+      const output: Array<string> = []
+      const program = (languageModel: Layer.Layer<any>, prompter: Layer.Layer<any>) =>
+        skillProgram({ repo, languageModel, inputs: ["/plan fix sum"], prompter, output })
+      const { result, events } = yield* recordLive(
+        program(
+          scriptedModel([byRole({ planner: verifyingPlanner, main: verifyingWorker("a - b") })]).layer,
+          answering([Plan.answers.approve]).layer
+        )
+      )
+      expect(read(repo, "sum.js")).toBe("export const sum = (a, b) => a + b\n")
+      const verified = ofType(events, "plan.step.verified").map((e) => data(e))
+      expect(verified.map((d) => [d.step, d.command, d.passed, d.exitCode])).toEqual([
+        ["s1", "grep -q 'a + b' sum.js", true, 0],
+        ["s2", "test -f notes/b.txt", true, 0],
+        ["s3", "grep -q never notes/c.txt", false, 1]
+      ])
+      const verifyStarted = ofType(events, "plan.step.verify.started")
+      expect(verifyStarted.map((e) => data(e).step)).toEqual(["s1", "s2", "s3"])
+      expect(ofType(events, "plan.step.verified")[0]!.parent).toBe(verifyStarted[0]!.id)
+      expect(ofType(events, "plan.step.completed").map((e) => [data(e).step, data(e).status])).toEqual([
+        ["s1", "done"],
+        ["s2", "done"],
+        ["s3", "failed"]
+      ])
+      expect(result[0]).toMatchObject({ status: "failed", done: 2 })
+      expect(data(ofType(events, "plan.completed")[0]).reason).toContain(
+        "verify `grep -q never notes/c.txt` failed (exit 1)"
+      )
+      expect(output.some((o) => o.includes("✗ verify [s3]"))).toBe(true)
+
+      // the replay serves the verify results from the log: nothing runs again
+      fs.rmSync(path.join(repo, "notes"), { recursive: true })
+      const report = yield* Session.replay(program(Model.layerLanguageModelForbidden, neverAsked), {
+        events,
+        verify: true
+      })
+      expect(report.matched).toBe(events.length)
+    })
+  )
+
+  it("finds the command a step's verify names, and none in a description", () => {
+    const cwd = process.cwd()
+    expect(Planning.verifyCommand("npm test", cwd)).toBe("npm test")
+    expect(Planning.verifyCommand("Run `npm run build` and check the output", cwd)).toBe("npm run build")
+    expect(Planning.verifyCommand("notes/a.txt exists", cwd)).toBeUndefined()
+    expect(Planning.verifyCommand("The tests pass", cwd)).toBeUndefined()
+    expect(Planning.verifyCommand("read the README", cwd)).toBeUndefined()
+  })
 })
 
 /** Two independent steps and one that needs both. */

@@ -31,7 +31,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
-import { GitFailed, git, gitText, retryOnLock, run } from "./internal/git.js"
+import { GitFailed, git, gitText, type RunOptions, retryOnLock, run } from "./internal/git.js"
 import * as Parse from "./internal/parse.js"
 import { isWithin, PathEscape, realPathOf } from "./Paths.js"
 
@@ -104,6 +104,16 @@ export type Conflict = typeof Conflict.Type
 
 export const MergeResult = Schema.Union(Merged, Conflict)
 export type MergeResult = typeof MergeResult.Type
+
+/** What `observeMerge` sees before a merge: the target branch and its commit, the agent's branch tip (`null`: unknown). */
+export interface MergeObservation {
+  readonly into: string | null
+  readonly head: string | null
+  readonly tip: string | null
+}
+
+/** Whether a merge the session stopped in the middle of is in the target branch (`settleMerge`). */
+export type MergeSettlement = { readonly _tag: "Landed"; readonly result: Merged } | { readonly _tag: "NotLanded" }
 
 export const ReattachStatus = Schema.Literal("attached", "recreated", "recreated-from-base")
 export type ReattachStatus = typeof ReattachStatus.Type
@@ -208,8 +218,22 @@ export class MergeFailed extends Schema.TaggedError<MergeFailed>("@musekit/plugi
   }
 }
 
+/**
+ * A worker's worktree no longer points at the git directory muse made for it (its `.git` file was
+ * rewritten, replaced or removed): git run there would act on another repository, so muse refuses.
+ */
+export class WorktreeTampered extends Schema.TaggedError<WorktreeTampered>("@musekit/plugin-worktree/WorktreeTampered")(
+  "WorktreeTampered",
+  { agent: Schema.String, path: Schema.String, found: Schema.String, expected: Schema.String }
+) {
+  override get message() {
+    return `the worktree of ${this.agent} at ${this.path} no longer belongs to muse: its .git ${this.found} instead of pointing at ${this.expected}. Refusing to run git there, so nothing lands in another repository; put it back with \`printf 'gitdir: ${this.expected}\\n' > ${path.join(this.path, ".git")}\` (or remove the worktree) and try again`
+  }
+}
+
 export type WorktreeError =
   | GitFailed
+  | WorktreeTampered
   | InvalidName
   | NotARepository
   | BaseNotFound
@@ -262,6 +286,18 @@ export interface Service {
   readonly diff: (agent: string) => Effect.Effect<string, WorktreeError>
   /** Merge the agent's commits back; a conflict is aborted and reported, never left in the repository. */
   readonly merge: (agent: string, options?: MergeOptions) => Effect.Effect<MergeResult, WorktreeError>
+  /** Before a merge: the target and the commits it will be judged by after a crash (never fails). */
+  readonly observeMerge: (agent: string, options?: MergeOptions) => Effect.Effect<MergeObservation>
+  /**
+   * After a crash during a merge of `agent` (given what `observeMerge` saw before it): put back
+   * what a merge killed half-way left, then say whether the merge is in the target — `Landed` with
+   * the result it had (the merge commit found in git), or `NotLanded` (merging again is safe).
+   */
+  readonly settleMerge: (
+    agent: string,
+    options: MergeOptions | undefined,
+    observed: MergeObservation | undefined
+  ) => Effect.Effect<MergeSettlement, WorktreeError>
   /** Remove the agent's worktree and (unless `keepBranch`) its branch. */
   readonly release: (agent: string, options?: { readonly keepBranch?: boolean }) => Effect.Effect<void, WorktreeError>
   /** Remove every worktree and (unless `keepBranches`) every branch of the session, then prune. */
@@ -299,15 +335,55 @@ const validName = (kind: string, name: string) =>
 const MARKER = "muse-allocation.json"
 const IN_PROGRESS = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "sequencer", "rebase-merge", "rebase-apply"]
 
+/** What a linked worktree's `.git` is: a file naming its git directory (absolute), or what is wrong with it. */
+const pointerOf = (worktree: string): { readonly gitdir: string } | { readonly problem: string } => {
+  const file = path.join(worktree, ".git")
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(file)
+  } catch {
+    return { problem: "is missing" }
+  }
+  if (st.isSymbolicLink()) return { problem: "is a symbolic link" }
+  if (st.isDirectory()) return { problem: "is a directory (a repository of its own)" }
+  if (!st.isFile() || st.size > 4096) return { problem: "is not a small regular file" }
+  let text: string
+  try {
+    text = fs.readFileSync(file, "utf8")
+  } catch (e) {
+    return { problem: `cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})` }
+  }
+  // exactly what `git worktree add` writes: one `gitdir:` line
+  const m = /^gitdir: ([^\n\r]+)\r?\n?$/.exec(text)
+  if (!m) return { problem: "does not hold a single `gitdir:` line" }
+  return { gitdir: path.resolve(worktree, m[1]!.trim()) }
+}
+
 /** Absolute admin directory of a linked worktree, read from its `.git` file. */
 const adminDir = (worktree: string): string | undefined => {
-  try {
-    const m = /^gitdir: (.*)$/m.exec(fs.readFileSync(path.join(worktree, ".git"), "utf8"))
-    return m ? path.resolve(worktree, m[1]!.trim()) : undefined
-  } catch {
-    return undefined
-  }
+  const p = pointerOf(worktree)
+  return "gitdir" in p ? p.gitdir : undefined
 }
+
+/** Remove a lock file a killed git left behind, after giving a git that may still hold it `graceMs` to finish. */
+const clearStaleLock = (file: string, graceMs = 1000) =>
+  Effect.gen(function* () {
+    const started = Date.now()
+    while (true) {
+      let st: fs.Stats
+      try {
+        st = fs.statSync(file)
+      } catch {
+        return
+      }
+      const now = Date.now()
+      if (now - st.mtimeMs >= graceMs || now - started >= graceMs) {
+        fs.rmSync(file, { force: true })
+        return
+      }
+      yield* Effect.sleep("25 millis")
+    }
+  })
 
 const samePath = (a: string, b: string) => {
   if (path.resolve(a) === path.resolve(b)) return true
@@ -337,7 +413,7 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
     yield* validName("branch prefix", prefix)
     const cwd = path.resolve(options.repo)
     if (!fs.existsSync(cwd)) return yield* new NotARepository({ path: cwd, reason: "the directory does not exist" })
-    const info = yield* gitText(["rev-parse", "--show-toplevel", "--git-common-dir"], {
+    const info = yield* gitText(["rev-parse", "--show-toplevel", "--git-common-dir", "--absolute-git-dir"], {
       cwd,
       optionalLocks: false
     }).pipe(
@@ -345,7 +421,7 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         (e) => new NotARepository({ path: cwd, reason: e.stderr.trim() || "not inside a git working tree" })
       )
     )
-    const [repo, commonDirRaw] = info.split("\n") as [string, string]
+    const [repo, commonDirRaw, mainGitDir] = info.split("\n") as [string, string, string]
     const commonDir = path.resolve(cwd, commonDirRaw)
     if (!repo) return yield* new NotARepository({ path: cwd, reason: "a bare repository has no checkout" })
     const baseRef = options.baseRef ?? "HEAD"
@@ -365,10 +441,96 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
       Math.max(1, Math.floor(options.checkoutConcurrency ?? 2 * os.availableParallelism()))
     )
     const state = new Map<string, Allocation>()
+    /** Each allocated agent's admin directory (`<common>/worktrees/<name>`), which its `.git` must point at. */
+    const admins = new Map<string, string>()
     let worktreeConfigBefore: boolean | undefined
 
     const inRepo = { cwd: repo }
     const readOnly = (at: string) => ({ cwd: at, optionalLocks: false })
+
+    // -- who owns a worktree ----------------------------------------------------------------------
+
+    /** The admin directory git keeps for the worktree at `p`, found from git's side (not from the worktree's `.git`). */
+    const registeredAdmin = (p: string): string | undefined => {
+      for (const admin of listDirs(path.join(commonDir, "worktrees"))) {
+        try {
+          const gitdir = fs.readFileSync(path.join(admin, "gitdir"), "utf8").trim()
+          if (samePath(path.dirname(path.resolve(admin, gitdir)), p)) return admin
+        } catch {}
+      }
+      return undefined
+    }
+
+    /** Whether `admin` holds the completion marker muse wrote for `a` (same agent, same branch). */
+    const markedFor = (admin: string, a: Allocation) => {
+      try {
+        const m = JSON.parse(fs.readFileSync(path.join(admin, MARKER), "utf8")) as Partial<Allocation>
+        return m.agent === a.agent && m.branch === a.branch
+      } catch {
+        return false
+      }
+    }
+
+    /** The allocation a marker records, if it is one. */
+    const markerOf = (admin: string): Allocation | undefined => {
+      try {
+        const m = JSON.parse(fs.readFileSync(path.join(admin, MARKER), "utf8")) as unknown
+        return Schema.is(Allocation)(m) ? m : undefined
+      } catch {
+        return undefined
+      }
+    }
+
+    /** What is wrong with the `.git` of `a`'s worktree (it must point at `admin`), if anything. */
+    const pointerProblem = (a: Allocation, admin: string): string | undefined => {
+      const p = pointerOf(a.path)
+      if ("problem" in p) return p.problem
+      return samePath(p.gitdir, admin) ? undefined : `points at ${p.gitdir}`
+    }
+
+    /** A complete worktree: known to the service, with the admin directory its `.git` must name. */
+    const remember = (a: Allocation, admin: string) => {
+      state.set(a.agent, a)
+      admins.set(a.agent, admin)
+    }
+
+    /**
+     * How to run git in the worktree of `a`: only once its `.git` is verified to point at the admin
+     * directory muse made for it, and then with that directory given explicitly (`GIT_DIR`,
+     * `GIT_WORK_TREE`), so a `.git` rewritten in between is not even read.
+     */
+    const inWorktree = (
+      a: Allocation,
+      options: { readonly readOnly?: boolean; readonly env?: Record<string, string> } = {}
+    ) =>
+      Effect.suspend(() => {
+        const admin = admins.get(a.agent) ?? registeredAdmin(a.path)
+        const problem = admin === undefined ? "has no admin directory muse made" : pointerProblem(a, admin)
+        if (problem !== undefined || admin === undefined)
+          return Effect.fail(
+            new WorktreeTampered({ agent: a.agent, path: a.path, found: problem ?? "", expected: admin ?? "(none)" })
+          )
+        return Effect.succeed({
+          cwd: a.path,
+          env: { GIT_DIR: admin, GIT_WORK_TREE: a.path, ...options.env },
+          ...(options.readOnly ? { optionalLocks: false } : {})
+        })
+      })
+
+    /** Why the main checkout no longer points at the git directory it had when the service was made, if it does not. */
+    const mainProblem = (): string | undefined => {
+      const dotGit = path.join(repo, ".git")
+      let st: fs.Stats
+      try {
+        st = fs.lstatSync(dotGit)
+      } catch {
+        return `${dotGit} is missing`
+      }
+      if (st.isDirectory()) return samePath(dotGit, mainGitDir) ? undefined : `${dotGit} is not ${mainGitDir}`
+      const p = pointerOf(repo)
+      if ("problem" in p) return `${dotGit} ${p.problem}`
+      return samePath(p.gitdir, mainGitDir) ? undefined : `${dotGit} points at ${p.gitdir} instead of ${mainGitDir}`
+    }
 
     const plan = (request: AllocateRequest) =>
       Effect.map(validName("agent", request.agent), (): Allocation => {
@@ -442,8 +604,10 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
 
     // -- dirty main checkout --------------------------------------------------------------------
 
-    const dirtyFiles = (at: string, untracked: boolean) =>
-      Effect.map(
+    /** Changed (and, with `untracked`, new) files of the checkout `at` runs in. */
+    const dirtyFiles = (at: string | RunOptions, untracked: boolean) => {
+      const opts: RunOptions = typeof at === "string" ? readOnly(at) : at
+      return Effect.map(
         git(
           [
             "status",
@@ -452,20 +616,23 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
             `--untracked-files=${untracked ? "normal" : "no"}`,
             "--",
             ".",
-            ...(at === repo ? excludeRoot : [])
+            ...(opts.cwd === repo ? excludeRoot : [])
           ],
-          readOnly(at)
+          opts
         ),
         (r) => Parse.statusPaths(r.stdout)
       )
+    }
 
     const carrySnapshot = Effect.gen(function* () {
       const hasHead = (yield* run(["rev-parse", "--verify", "--quiet", "HEAD"], readOnly(repo))).code === 0
       const against = hasHead ? "HEAD" : base
-      const patch = (yield* git(["diff", "--binary", "--no-color", "--no-ext-diff", against], readOnly(repo)))
-        .stdoutBytes
+      const patch = (yield* git(
+        ["diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", against],
+        readOnly(repo)
+      )).stdoutBytes
       const changed = Parse.nulList(
-        (yield* git(["diff", "--name-only", "--no-renames", "-z", against], readOnly(repo))).stdout
+        (yield* git(["diff", "--name-only", "--no-renames", "--no-ext-diff", "-z", against], readOnly(repo))).stdout
       )
       const untracked = Parse.nulList(
         (yield* git(["ls-files", "--others", "--exclude-standard", "-z", "--", ".", ...excludeRoot], readOnly(repo)))
@@ -561,7 +728,10 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         )
         if (carry) yield* applyCarry(a, carry)
         const admin = adminDir(a.path)
-        if (admin) yield* Effect.sync(() => fs.writeFileSync(path.join(admin, MARKER), JSON.stringify(a) + "\n"))
+        if (!admin)
+          return yield* new WorktreeTampered({ agent: a.agent, path: a.path, found: "is missing", expected: "(new)" })
+        yield* Effect.sync(() => fs.writeFileSync(path.join(admin, MARKER), JSON.stringify(a) + "\n"))
+        return admin
       })
 
     /** Register, then populate; an allocation that fails or is interrupted half-way is rolled back. */
@@ -570,19 +740,41 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         Effect.gen(function* () {
           const extra = carry && a.paths ? [...carry.changed, ...carry.untracked].map(literalPattern) : []
           const createdBranch = yield* register(a, fromBase, extra, restore)
-          yield* restore(populate(a, carry)).pipe(
+          const admin = yield* restore(populate(a, carry)).pipe(
             Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : serialized(rollback(a, createdBranch))))
           )
-          state.set(a.agent, a)
+          remember(a, admin)
           return a
         })
       )
+
+    /**
+     * The allocation an earlier (killed) run made for the agent of `a`: as its completion marker
+     * records it, else from the branch (created at that run's base; nothing ran on it yet).
+     */
+    const earlierAllocation = (a: Allocation) =>
+      Effect.gen(function* () {
+        const admin = registeredAdmin(a.path)
+        const marked = admin ? markerOf(admin) : undefined
+        if (marked && marked.agent === a.agent && marked.branch === a.branch && samePath(marked.path, a.path))
+          return { ...marked, path: a.path } satisfies Allocation
+        const forkPoint = yield* run(["merge-base", `refs/heads/${a.branch}`, a.base], readOnly(repo))
+        const base = forkPoint.code === 0 && forkPoint.stdout.trim() !== "" ? forkPoint.stdout.trim() : a.base
+        return { ...a, base } satisfies Allocation
+      })
 
     const allocate = (request: AllocateRequest) =>
       Effect.gen(function* () {
         const a = yield* plan(request)
         const existing = state.get(a.agent)
         if (existing) return existing
+        // a re-run after a crash finds what the killed run made (the branch, the worktree, or part
+        // of them): take it back rather than fail on it or start over
+        if ((yield* branchExists(a.branch)) || fs.existsSync(a.path) || registeredAdmin(a.path) !== undefined) {
+          const [back] = yield* reattach([yield* earlierAllocation(a)])
+          const { status: _, ...allocation } = back!
+          return allocation satisfies Allocation
+        }
         let carry: CarrySnapshot | undefined
         if (dirtyPolicy === "refuse") {
           const files = yield* dirtyFiles(repo, true)
@@ -599,9 +791,10 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
     const commit = (agent: string, message: string) =>
       Effect.gen(function* () {
         const a = yield* get(agent)
-        const at = { cwd: a.path }
-        yield* retryOnLock(git(["add", "--all", "--sparse"], at))
-        const staged = yield* run(["diff", "--cached", "--quiet"], at)
+        yield* retryOnLock(Effect.flatMap(inWorktree(a), (at) => git(["add", "--all", "--sparse"], at)))
+        const staged = yield* Effect.flatMap(inWorktree(a), (at) =>
+          run(["diff", "--cached", "--quiet", "--no-ext-diff"], at)
+        )
         if (staged.code === 0) return Option.none<string>()
         const env = {
           GIT_AUTHOR_NAME: "muse",
@@ -610,18 +803,17 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
           GIT_COMMITTER_EMAIL: agent
         }
         yield* retryOnLock(
-          git(["-c", "commit.gpgSign=false", "-c", "gc.auto=0", "commit", "--no-verify", "--quiet", "-m", message], {
-            ...at,
-            env
-          })
+          Effect.flatMap(inWorktree(a, { env }), (at) => git(["commit", "--no-verify", "--quiet", "-m", message], at))
         )
-        return Option.some(yield* gitText(["rev-parse", "HEAD"], readOnly(a.path)))
+        return Option.some(
+          yield* Effect.flatMap(inWorktree(a, { readOnly: true }), (at) => gitText(["rev-parse", "HEAD"], at))
+        )
       })
 
     const diff = (agent: string) =>
       Effect.gen(function* () {
         const a = yield* get(agent)
-        const admin = adminDir(a.path)
+        const admin = (yield* inWorktree(a)).env.GIT_DIR
         const tmpIndex = path.join(os.tmpdir(), `muse-diff-${process.pid}-${randomBytes(6).toString("hex")}.index`)
         return yield* Effect.acquireUseRelease(
           Effect.sync(() => {
@@ -631,13 +823,9 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
           () =>
             Effect.gen(function* () {
               // stage everything into a throw-away copy of the index so untracked files show up
-              const env = { GIT_INDEX_FILE: tmpIndex }
-              yield* git(["add", "--all", "--sparse"], { cwd: a.path, env, optionalLocks: false })
-              const r = yield* git(["diff", "--cached", "--no-color", "--no-ext-diff", a.base], {
-                cwd: a.path,
-                env,
-                optionalLocks: false
-              })
+              const at = yield* inWorktree(a, { readOnly: true, env: { GIT_INDEX_FILE: tmpIndex } })
+              yield* git(["add", "--all", "--sparse"], at)
+              const r = yield* git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", a.base], at)
               return r.stdout
             }),
           () => Effect.sync(() => fs.rmSync(tmpIndex, { force: true }))
@@ -714,7 +902,92 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
           })
       })
 
-    const mergeIn = (at: string, a: Allocation, into: string, options: MergeOptions | undefined) =>
+    /**
+     * The merge in progress, written before git starts and removed when it is over: after a crash
+     * it says where the merge ran and what the target was before, so the next merge (or the
+     * resume's settlement) can put the target back and clear the locks the killed git left there.
+     */
+    const ledgerFile = path.join(dir, ".merge-in-progress.json")
+
+    interface Ledger {
+      readonly agent: string
+      readonly branch: string
+      readonly into: string
+      /** The checkout the merge ran in. */
+      readonly at: string
+      /** `at` is a temporary worktree of the target, removed afterwards. */
+      readonly temporary: boolean
+      /** The target's commit before the merge. */
+      readonly before: string
+      readonly since: number
+    }
+
+    const writeLedger = (l: Ledger) =>
+      Effect.sync(() => {
+        fs.mkdirSync(dir, { recursive: true })
+        const tmp = `${ledgerFile}.${process.pid}.tmp`
+        fs.writeFileSync(tmp, JSON.stringify(l))
+        fs.renameSync(tmp, ledgerFile)
+      })
+
+    const readLedger = (): Ledger | undefined => {
+      try {
+        const l = JSON.parse(fs.readFileSync(ledgerFile, "utf8")) as Ledger
+        return typeof l.at === "string" && typeof l.before === "string" && typeof l.into === "string" ? l : undefined
+      } catch {
+        return undefined
+      }
+    }
+
+    const dropLedger = Effect.sync(() => fs.rmSync(ledgerFile, { force: true }))
+
+    /**
+     * Put back what a merge killed half-way left (the session's log is locked by one process, so a
+     * ledger found here belongs to a run that is gone): locks its git held in the target, a merge or
+     * cherry-pick in progress, files written into the target before its commit, a temporary worktree.
+     */
+    const recoverMerge = Effect.gen(function* () {
+      const l = readLedger()
+      if (!l) return
+      const inPath = (p: string) => isWithin(root, path.resolve(p)) && path.resolve(p) !== root
+      // locks the killed git made: not older than the merge
+      const ours = (f: string) => {
+        try {
+          return fs.statSync(f).mtimeMs >= l.since - 1000
+        } catch {
+          return false
+        }
+      }
+      const refLock = path.join(commonDir, "refs", "heads", `${l.into}.lock`)
+      if (l.temporary) {
+        if (inPath(l.at)) {
+          if (fs.existsSync(l.at) || registeredAdmin(l.at)) yield* removeWorktree(l.at)
+          removeStaleAdmin(l.at)
+          yield* prune
+        }
+      } else if (fs.existsSync(l.at)) {
+        const gd = samePath(l.at, repo)
+          ? mainGitDir
+          : yield* gitText(["rev-parse", "--absolute-git-dir"], readOnly(l.at))
+        for (const name of ["index.lock", "HEAD.lock", "ORIG_HEAD.lock", "MERGE_HEAD.lock", "AUTO_MERGE.lock"]) {
+          if (ours(path.join(gd, name))) yield* clearStaleLock(path.join(gd, name))
+        }
+        if (ours(refLock)) yield* clearStaleLock(refLock)
+        const busy = yield* inProgress(l.at)
+        if (busy.includes("MERGE_HEAD")) yield* retryOnLock(git(["merge", "--abort"], { cwd: l.at }))
+        else if (busy.length > 0) yield* retryOnLock(git(["cherry-pick", "--abort"], { cwd: l.at }))
+        else {
+          const head = yield* gitText(["rev-parse", "HEAD"], readOnly(l.at))
+          // killed before its commit: the files it wrote are staged and match the index
+          if (head === l.before && (yield* dirtyFiles(l.at, false)).length > 0)
+            yield* retryOnLock(git(["reset", "--merge", "--quiet"], { cwd: l.at }))
+        }
+      }
+      if (ours(refLock)) yield* clearStaleLock(refLock)
+      yield* dropLedger
+    })
+
+    const mergeIn = (at: string, a: Allocation, into: string, options: MergeOptions | undefined, temporary: boolean) =>
       Effect.gen(function* () {
         const strategy = options?.strategy ?? "merge"
         const who = { agent: a.agent, into }
@@ -724,14 +997,15 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
           return yield* new DirtyCheckout({ path: at, files: [...busy, ...dirty], operation: "merge" })
         const env = yield* committerEnv(at)
         const before = yield* gitText(["rev-parse", "HEAD"], readOnly(at))
-        const conf = ["-c", "merge.conflictStyle=diff3", "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+        const conf = ["-c", "merge.conflictStyle=diff3"]
+        yield* writeLedger({ agent: a.agent, branch: a.branch, into, at, temporary, before, since: Date.now() })
         let r: { code: number; stderr: string }
         let abortArgs: Array<string>
         if (strategy === "merge") {
           const message = options?.message ?? `Merge branch '${a.branch}' (muse agent ${a.agent})`
           r = yield* retryOnLock(
             Effect.flatMap(
-              run([...conf, "merge", "--no-ff", "--no-edit", "-m", message, `refs/heads/${a.branch}`], {
+              run([...conf, "merge", "--no-ff", "--no-edit", "--no-stat", "-m", message, `refs/heads/${a.branch}`], {
                 cwd: at,
                 env
               }),
@@ -762,33 +1036,54 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         }
         if (r.code === 0) {
           const commit = yield* gitText(["rev-parse", "HEAD"], readOnly(at))
+          yield* dropLedger
           return { _tag: "Merged" as const, ...who, strategy, commit, changed: commit !== before } satisfies Merged
         }
         const conflicted = Parse.unmerged((yield* git(["ls-files", "-u", "-z"], readOnly(at))).stdout)
         if (conflicted.length === 0) {
           yield* restoreAfter(at, abortArgs, who)
+          yield* dropLedger
           return yield* new MergeFailed({ ...who, reason: r.stderr.trim() || `git exited with ${r.code}` })
         }
         const conflict = yield* collectConflict(at, { ...who, strategy })
         yield* restoreAfter(at, abortArgs, who)
+        yield* dropLedger
         return conflict satisfies Conflict
       })
+
+    /** The branch checked out in the main checkout, if any. */
+    const currentBranch = Effect.map(run(["symbolic-ref", "--quiet", "--short", "HEAD"], readOnly(repo)), (head) =>
+      head.code === 0 ? head.stdout.trim() : undefined
+    )
+
+    const checkMain = Effect.suspend(() => {
+      const problem = mainProblem()
+      return problem === undefined
+        ? Effect.void
+        : Effect.fail(
+            new MergeTargetUnavailable({
+              into: "",
+              reason: `the main checkout no longer points at its own repository (${problem}); refusing to run git there`
+            })
+          )
+    })
 
     const merge = (agent: string, options?: MergeOptions) =>
       serialized(
         Effect.gen(function* () {
+          yield* checkMain
+          yield* recoverMerge
           const a = yield* get(agent)
-          const pending = yield* dirtyFiles(a.path, true)
+          const pending = yield* dirtyFiles(yield* inWorktree(a, { readOnly: true }), true)
           if (pending.length > 0) return yield* new UncommittedWork({ agent, files: pending })
           let into = options?.into
           if (into === undefined) {
-            const head = yield* run(["symbolic-ref", "--quiet", "--short", "HEAD"], readOnly(repo))
-            if (head.code !== 0)
+            into = yield* currentBranch
+            if (into === undefined)
               return yield* new MergeTargetUnavailable({
                 into: "",
                 reason: `the main checkout ${repo} is on a detached HEAD; pass \`into\``
               })
-            into = head.stdout.trim()
           }
           const target = into
           if (!(yield* branchExists(target)))
@@ -802,17 +1097,85 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
                 into: target,
                 reason: `it is checked out in the worker worktree ${holder.path}`
               })
-            return yield* mergeIn(holder.path, a, target, options)
+            return yield* mergeIn(holder.path, a, target, options, false)
           }
           // the branch is not checked out anywhere: merge in a temporary worktree of it
           const tmp = path.join(dir, `.merge-${agent}-${randomBytes(4).toString("hex")}`)
           return yield* Effect.acquireUseRelease(
             retryOnLock(git(["worktree", "add", "--quiet", tmp, target], inRepo)),
-            () => mergeIn(tmp, a, target, options),
+            () => mergeIn(tmp, a, target, options, true),
             () => Effect.zipRight(removeWorktree(tmp), prune).pipe(Effect.ignoreLogged)
           )
         })
       ).pipe(Effect.withSpan("Worktrees.merge", { attributes: { agent } }))
+
+    const observeMerge = (agent: string, options?: MergeOptions) =>
+      Effect.gen(function* () {
+        const into = options?.into ?? (yield* currentBranch) ?? null
+        const at = (ref: string) =>
+          Effect.map(run(["rev-parse", "--verify", "--quiet", `${ref}^{commit}`], readOnly(repo)), (r) =>
+            r.code === 0 ? r.stdout.trim() : null
+          )
+        const a = state.get(agent)
+        return {
+          into,
+          head: into === null ? null : yield* at(`refs/heads/${into}`),
+          tip: a ? yield* at(`refs/heads/${a.branch}`) : null
+        } satisfies MergeObservation
+      }).pipe(Effect.orElseSucceed((): MergeObservation => ({ into: null, head: null, tip: null })))
+
+    const settleMerge = (agent: string, options: MergeOptions | undefined, observed: MergeObservation | undefined) =>
+      serialized(
+        Effect.gen(function* () {
+          yield* checkMain
+          yield* recoverMerge
+          const strategy = options?.strategy ?? "merge"
+          const a = yield* get(agent)
+          const into = observed?.into ?? options?.into ?? (yield* currentBranch)
+          const notLanded = { _tag: "NotLanded" as const }
+          if (!into) return notLanded
+          const now = yield* run(["rev-parse", "--verify", "--quiet", `refs/heads/${into}^{commit}`], readOnly(repo))
+          if (now.code !== 0) return notLanded
+          const head = now.stdout.trim()
+          const before = observed?.head ?? undefined
+          if (before === head) return notLanded
+          const tip = yield* gitText(["rev-parse", `refs/heads/${a.branch}`], readOnly(repo))
+          // the target moved since the call began: find the commit that brought the agent's branch in
+          const range = before ? [`${before}..${head}`] : ["-n", "200", head]
+          if (strategy === "merge") {
+            const lines = (yield* gitText(["rev-list", "--first-parent", "--parents", ...range], readOnly(repo)))
+              .split("\n")
+              .map((l) => l.split(" "))
+            const found = lines.find((parts) => parts.length >= 3 && parts.slice(2).includes(tip))
+            if (found)
+              return {
+                _tag: "Landed" as const,
+                result: {
+                  _tag: "Merged" as const,
+                  agent,
+                  into,
+                  strategy,
+                  commit: found[0]!,
+                  changed: true
+                } satisfies Merged
+              }
+            return notLanded
+          }
+          // cherry-pick: every change of the branch is in the target now, and the target moved
+          if (before === undefined) return notLanded
+          const left = yield* gitText(
+            ["rev-list", "--right-only", "--cherry-pick", "--no-merges", `${head}...refs/heads/${a.branch}`],
+            readOnly(repo)
+          )
+          const descends = (yield* run(["merge-base", "--is-ancestor", before, head], readOnly(repo))).code === 0
+          return left === "" && descends
+            ? {
+                _tag: "Landed" as const,
+                result: { _tag: "Merged" as const, agent, into, strategy, commit: head, changed: true } satisfies Merged
+              }
+            : notLanded
+        })
+      ).pipe(Effect.withSpan("Worktrees.settleMerge", { attributes: { agent } }))
 
     // -- release, cleanup, reattach -------------------------------------------------------------
 
@@ -903,17 +1266,20 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         const plans = yield* serialized(
           Effect.gen(function* () {
             // a git process killed with the session leaves lock files behind; the refs and worktree
-            // folders of this session belong to it alone, so their locks are stale now
-            for (const r of records) {
-              fs.rmSync(path.join(commonDir, "refs", "heads", `${r.branch}.lock`), { force: true })
-              const admin = path.join(commonDir, "worktrees", path.basename(r.path))
-              for (const name of ["index.lock", "HEAD.lock", "config.lock"]) {
-                fs.rmSync(path.join(admin, name), { force: true })
-              }
-            }
+            // folders of this session belong to it alone, so their locks are stale once a git that
+            // outlived the session had a moment to finish
+            const locks = records.flatMap((r) => {
+              const admin =
+                registeredAdmin(path.resolve(r.path)) ?? path.join(commonDir, "worktrees", path.basename(r.path))
+              return [
+                path.join(commonDir, "refs", "heads", `${r.branch}.lock`),
+                ...["index.lock", "HEAD.lock", "config.lock"].map((name) => path.join(admin, name))
+              ]
+            })
+            yield* Effect.forEach(locks, (f) => clearStaleLock(f), { concurrency: "unbounded", discard: true })
             yield* prune
             const worktrees = yield* listWorktrees
-            const out: Array<{ a: Allocation; status: ReattachStatus }> = []
+            const out: Array<{ a: Allocation; status: ReattachStatus; admin?: string }> = []
             for (const r of records) {
               const a: Allocation = {
                 agent: r.agent,
@@ -923,15 +1289,25 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
                 ...(r.paths && r.paths.length > 0 ? { paths: [...r.paths] } : {})
               }
               const w = worktrees.find((w) => samePath(w.path, a.path))
-              const admin = w && adminDir(a.path)
+              // judged from git's side: the admin folder whose `gitdir` names this path
+              const admin = w && registeredAdmin(a.path)
               const intact =
                 w !== undefined &&
                 w.branch === `refs/heads/${a.branch}` &&
                 w.locked !== "initializing" &&
                 admin !== undefined &&
-                fs.existsSync(path.join(admin, MARKER))
+                markedFor(admin, a)
               if (intact) {
-                out.push({ a, status: "attached" })
+                const problem = pointerProblem(a, admin)
+                if (problem !== undefined) {
+                  // its `.git` was rewritten (by whatever ran in it): point it back at its own admin folder
+                  yield* Effect.logWarning(`worktree of ${a.agent}: its .git ${problem}; pointing it back at ${admin}`)
+                  yield* Effect.sync(() => {
+                    fs.rmSync(path.join(a.path, ".git"), { recursive: true, force: true })
+                    fs.writeFileSync(path.join(a.path, ".git"), `gitdir: ${admin}\n`)
+                  })
+                }
+                out.push({ a, status: "attached", admin })
                 continue
               }
               if (w || fs.existsSync(a.path)) yield* removeWorktree(a.path)
@@ -946,11 +1322,11 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
         )
         return yield* Effect.forEach(
           plans,
-          ({ a, status }) => {
+          ({ a, status, admin }) => {
             const done: Reattached = { ...a, status }
-            return status === "attached"
+            return status === "attached" && admin !== undefined
               ? Effect.sync(() => {
-                  state.set(a.agent, a)
+                  remember(a, admin)
                   return done
                 })
               : Effect.as(create(a, status === "recreated-from-base", undefined), done)
@@ -972,6 +1348,8 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
       commit,
       diff,
       merge,
+      observeMerge,
+      settleMerge,
       release,
       cleanup,
       reattach

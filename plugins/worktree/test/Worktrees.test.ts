@@ -98,7 +98,7 @@ describe("Worktrees allocation", () => {
     })
   )
 
-  it.live("names are validated, a leftover branch is reported", () =>
+  it.live("names are validated; a branch a killed run left is taken back, not refused", () =>
     Effect.gen(function* () {
       const repo = makeRepo()
       const wt = yield* Worktrees.make({ repo, sessionId: "s1" })
@@ -109,10 +109,13 @@ describe("Worktrees allocation", () => {
       const bad = yield* Effect.flip(Worktrees.make({ repo, sessionId: "s/../1" }))
       expect(bad._tag).toBe("InvalidName")
       sh(repo, "branch", "muse/s1/taken")
-      const e = yield* Effect.flip(wt.allocate({ agent: "taken" }))
-      expect(e._tag).toBe("BranchExists")
-      expect(e.message).toContain("muse/s1/taken")
-      expect(worktreePaths(repo)).toHaveLength(1)
+      const taken = yield* wt.allocate({ agent: "taken" })
+      expect(taken.branch).toBe("muse/s1/taken")
+      expect(taken.base).toBe(sh(repo, "rev-parse", "HEAD"))
+      expect(sh(taken.path, "rev-parse", "--abbrev-ref", "HEAD")).toBe("muse/s1/taken")
+      expect(worktreePaths(repo)).toHaveLength(2)
+      // and allocating it again is the same worktree
+      expect(yield* wt.allocate({ agent: "taken" })).toEqual(taken)
     })
   )
 

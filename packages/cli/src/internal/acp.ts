@@ -2,16 +2,18 @@
  * `muse acp`: muse as an agent an editor hosts, over the Agent Client Protocol on stdio (stdout is
  * the protocol channel; notes go to stderr).
  *
- * Every ACP session is a normal muse session, recorded in the same state directory: `muse sessions`
+ * Every ACP session is a normal muse session, recorded where the others are (the state directory,
+ * or the database of `--log`): `muse sessions`
  * lists it, `muse resume` and `muse replay` take it, and `session/load` continues one (started in
  * the editor or not) after a stop or a crash. `session/prompt` is one user input; its answer streams
  * as `session/update`s — text, tool calls with their diffs, the plan of `/plan` — and the prompt
  * returns when the session waits for the next input. Approvals are `session/request_permission`;
  * `session/cancel` stops the turn (recorded as interrupted, as Ctrl-C in the terminal) and the
  * session is ready for the next prompt. MCP servers the editor hands over join those of muse's own
- * configuration. When the editor offers terminals, `run_shell` runs in one of them (the editor shows
- * it live with the tool call); the model sees the same tool and result either way, so the log
- * replays the same. Files are read and written by muse itself, on disk.
+ * configuration. When the editor offers terminals and commands run without an OS sandbox (`--sandbox
+ * off`, or none can run here), `run_shell` runs in one of them (the editor shows it live with the
+ * tool call); in the sandbox it runs in muse. The model sees the same tool and result either way, so
+ * the log replays the same. Files are read and written by muse itself, on disk.
  *
  * @example
  * ```json
@@ -24,8 +26,8 @@ import * as path from "node:path"
 import { Readable, Writable } from "node:stream"
 import type * as acp from "@agentclientprotocol/sdk"
 import { type Approvals, Tools as CoreTools, type Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
-import { Cause, Effect, Exit, Fiber, Option } from "effect"
+import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
+import { Cause, Effect, Exit, Fiber, Option, Scope } from "effect"
 import { plain } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Mcp from "./mcp.js"
@@ -312,7 +314,9 @@ class Live {
     readonly client: acp.AgentContext,
     readonly note: (line: string) => void,
     /** The editor offers terminals: `run_shell` runs in one, shown with the tool call. */
-    readonly terminal: boolean
+    readonly terminal: boolean,
+    /** What the session holds open while it lives (the log store's connections). */
+    readonly scope: Scope.CloseableScope
   ) {
     this.updates = new Updates(prepared.root, (update) => this.send(update))
   }
@@ -462,22 +466,22 @@ class Live {
     return Effect.gen(function* () {
       let m = mode
       while (true) {
-        const recorded =
-          m === "start"
-            ? []
-            : yield* EventLogFile.readSession(self.id, { dir: prepared.stateDir }).pipe(Effect.orElseSucceed(() => []))
+        const recorded = m === "start" ? [] : yield* prepared.store.read(self.id).pipe(Effect.orElseSucceed(() => []))
         self.liveFrom = recorded.length === 0 ? 0 : recorded[recorded.length - 1]!.seq + 1
+        // the editor's terminal runs a command with the user's full rights: only where no OS sandbox would
+        const sandboxed = (prepared.config.sandbox?.mode ?? "workspace-write") !== "off" && Sandbox.detect().available
         const services: SessionRuntime.Services = {
           languageModel: prepared.languageModel,
           plugins: prepared.plugins.plugins,
           tools: Tools.make(recorded).map((d) =>
-            d.name === "run_shell" && self.terminal ? self.shellInTerminal(d) : d
-          )
+            d.name === "run_shell" && self.terminal && !sandboxed ? self.shellInTerminal(d) : d
+          ),
+          sandbox: prepared.sandboxOptions
         }
         const program =
           m === "start"
-            ? SessionRuntime.start({ config: prepared.config, session: self.id, io, services, dir: prepared.stateDir })
-            : SessionRuntime.resume({ session: self.id, io, services, dir: prepared.stateDir })
+            ? SessionRuntime.start({ config: prepared.config, session: self.id, io, services, store: prepared.store })
+            : SessionRuntime.resume({ session: self.id, io, services, store: prepared.store })
         const fiber = yield* Effect.fork(program as Effect.Effect<unknown, unknown>)
         self.fiber = fiber
         const exit = yield* Fiber.await(fiber)
@@ -508,6 +512,7 @@ class Live {
       turn?.resolve({ stopReason: turn.stop })
       self.idle()
       yield* prepared.plugins.close
+      yield* Scope.close(self.scope, Exit.void)
     })
   }
 }
@@ -538,18 +543,21 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
       // before (`muse trust`) or with --trust, as in a headless run
       const trust = Session.headlessTrust(flags, options.env)
       const id = resume ?? EventLogFile.newSessionId()
+      // the session's store stays open until the session ends
+      const scope = await Effect.runPromise(Scope.make())
       const prepared = await Effect.runPromise(
         Effect.either(
           resume
             ? Session.prepareResume(resume, flags, options.env, trust, { mcpServers: editorServers })
             : Session.prepareNew(flags, options.env, id, "", trust, { mcpServers: editorServers })
-        )
+        ).pipe(Scope.extend(scope))
       )
       if (prepared._tag === "Left") {
+        await Effect.runPromise(Scope.close(scope, Exit.void))
         const e = prepared.left
         throw fail(e.code === ExitCode.Usage && /no session/.test(e.message) ? -32002 : -32603, describeError(e))
       }
-      const live = new Live(id, prepared.right, client, note, terminal)
+      const live = new Live(id, prepared.right, client, note, terminal, scope)
       for (const w of [...prepared.right.notices, ...prepared.right.plugins.warnings]) {
         note(w)
         live.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `(${w})\n` } })
@@ -657,9 +665,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
         const live = await start(client, params.cwd, params.mcpServers ?? [], params.sessionId)
         sessions.set(live.id, live)
         // the conversation so far, as the editor would have seen it
-        const past = await Effect.runPromise(
-          EventLogFile.readSession(live.id, { dir: live.prepared.stateDir }).pipe(Effect.orElseSucceed(() => []))
-        )
+        const past = await Effect.runPromise(live.prepared.store.read(live.id).pipe(Effect.orElseSucceed(() => [])))
         for (const e of past) live.updates.event(e, false)
         Effect.runFork(live.run(io(live), "resume"))
         await live.whenReady()
@@ -687,6 +693,10 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
     const connection = app.connect(stream)
     yield* Effect.promise(() => connection.closed)
     for (const live of sessions.values()) live.close()
-    yield* Effect.forEach([...sessions.values()], (live) => live.prepared.plugins.close, { discard: true })
+    yield* Effect.forEach(
+      [...sessions.values()],
+      (live) => Effect.zipRight(live.prepared.plugins.close, Scope.close(live.scope, Exit.void)),
+      { discard: true }
+    )
     return ExitCode.Success
   })

@@ -32,6 +32,7 @@ const flag = (name: string, value: boolean, more: Partial<FlagSpec> = {}): FlagS
 const SESSION_FLAGS: ReadonlyArray<FlagSpec> = [
   flag("model", true, { alias: "m" }),
   flag("approval-mode", true),
+  flag("sandbox", true),
   flag("allow", true, { repeatable: true }),
   flag("deny", true, { repeatable: true }),
   flag("max-turns", true),
@@ -40,6 +41,7 @@ const SESSION_FLAGS: ReadonlyArray<FlagSpec> = [
   flag("no-worktrees", false),
   flag("trust", false),
   flag("cwd", true),
+  flag("log", true),
   flag("script", true, { hidden: true })
 ]
 
@@ -55,14 +57,14 @@ export interface CommandSpec {
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "": { flags: [...SESSION_FLAGS, HELP, flag("version", false)], positionals: "none" },
   run: { flags: [...SESSION_FLAGS, flag("output-format", true), HELP], positionals: "any" },
-  sessions: { flags: [flag("json", false), flag("cwd", true), HELP], positionals: "none" },
+  sessions: { flags: [flag("json", false), flag("cwd", true), flag("log", true), HELP], positionals: "none" },
   resume: { flags: [...SESSION_FLAGS, flag("output-format", true), HELP], positionals: "one" },
   replay: {
-    flags: [flag("verify", false), flag("example", false), flag("cwd", true), HELP],
+    flags: [flag("verify", false), flag("example", false), flag("cwd", true), flag("log", true), HELP],
     positionals: "one"
   },
   log: {
-    flags: [flag("agent", true), flag("type", true), flag("json", false), flag("cwd", true), HELP],
+    flags: [flag("agent", true), flag("type", true), flag("json", false), flag("cwd", true), flag("log", true), HELP],
     positionals: "one"
   },
   trust: { flags: [flag("cwd", true), flag("revoke", false), flag("show", false), HELP], positionals: "none" },

@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Approvals } from "@musekit/core"
+import { Sandbox } from "@musekit/node"
 import { Effect, ParseResult, Schema } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 
@@ -27,6 +28,20 @@ export const ConfigFile = Schema.Struct({
   model: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
   approvalMode: Schema.optional(Approvals.Mode),
   rules: Schema.optional(Schema.Array(Approvals.Rule)),
+  /**
+   * The OS sandbox of shell commands: `mode` (`workspace-write`, the default; `read-only`; `off`),
+   * `network.allow` (hosts reachable through the proxy), `writable` (more folders commands may
+   * write), `hidden` (more paths they may not read), `processes` (the limit per command).
+   */
+  sandbox: Schema.optional(
+    Schema.Struct({
+      mode: Schema.optional(Sandbox.Mode),
+      network: Schema.optional(Schema.Struct({ allow: Schema.optional(Schema.Array(Schema.String)) })),
+      writable: Schema.optional(Schema.Array(Schema.String)),
+      hidden: Schema.optional(Schema.Array(Schema.String)),
+      processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16)))
+    })
+  ),
   /** Start the crew of background agents (default true). */
   crew: Schema.optional(Schema.Boolean),
   /** In a git repository, give every writing crew member a git worktree of its own (default true). */
@@ -41,6 +56,8 @@ export const ConfigFile = Schema.Struct({
   ),
   /** Where sessions are stored (default `$MUSE_HOME`, else `~/.local/state/muse`). */
   stateDir: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+  /** Where session logs are kept instead of the state directory: a directory or a `postgres://` URL. */
+  log: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
   /**
    * Per model (keyed by `provider/model` as written with --model, or by the model id alone):
    * `contextWindow` in tokens, for models the built-in table does not know or a server that runs
@@ -240,4 +257,34 @@ export const configuredWindow = (
     }
   }
   return undefined
+}
+
+/**
+ * The sandbox settings of a new session: the flag's mode, else the project file's, else the user
+ * file's, else `workspace-write`; hosts, writable and hidden paths of both files add up (a project
+ * file is read only in a trusted folder). Paths are taken relative to the file that names them.
+ */
+export const sandboxSettings = (flag: Sandbox.Mode | undefined, loaded: Loaded): Sandbox.Settings => {
+  const files = [
+    [loaded.userFile, loaded.user],
+    [loaded.projectFile, loaded.project]
+  ] as const
+  const paths = (pick: (c: ConfigFile) => ReadonlyArray<string> | undefined) =>
+    files.flatMap(([file, c]) =>
+      (c ? (pick(c) ?? []) : []).map((p) => {
+        const e = expandHome(p)
+        return path.isAbsolute(e) ? e : path.resolve(file === loaded.projectFile ? loaded.root : path.dirname(file), e)
+      })
+    )
+  const hosts = files.flatMap(([, c]) => c?.sandbox?.network?.allow ?? [])
+  const writable = paths((c) => c.sandbox?.writable)
+  const hidden = paths((c) => c.sandbox?.hidden)
+  const processes = loaded.project?.sandbox?.processes ?? loaded.user?.sandbox?.processes
+  return {
+    mode: flag ?? loaded.project?.sandbox?.mode ?? loaded.user?.sandbox?.mode ?? "workspace-write",
+    ...(hosts.length > 0 ? { network: { allow: [...new Set(hosts)] } } : {}),
+    ...(writable.length > 0 ? { writable } : {}),
+    ...(hidden.length > 0 ? { hidden } : {}),
+    ...(processes !== undefined ? { processes } : {})
+  }
 }

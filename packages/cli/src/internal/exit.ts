@@ -7,7 +7,9 @@
  * | 1    | failed: model or tool failure, bad input, a replay that diverged |
  * | 2    | usage or configuration error (bad flag, bad config file, no API key) |
  * | 3    | a budget (turns, tokens, time) ran out before the task was done |
- * | 130  | interrupted (SIGINT / Ctrl-C) |
+ * | 4    | `muse resume` found nothing to do: the session's task had ended, or it has none |
+ * | 130  | interrupted (SIGINT / Ctrl-C): the turn was stopped and recorded; `muse resume` goes on with it |
+ * | 143  | terminated (SIGTERM): the same, for a stop asked by the system |
  */
 import { Data } from "effect"
 
@@ -16,7 +18,9 @@ export const ExitCode = {
   Failed: 1,
   Usage: 2,
   Budget: 3,
-  Interrupted: 130
+  NothingToResume: 4,
+  Interrupted: 130,
+  Terminated: 143
 } as const
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
 

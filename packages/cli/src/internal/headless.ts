@@ -2,7 +2,7 @@
  * `muse run "<task>"` and `muse resume` without a terminal: one task, no one to ask, output as
  * text, one JSON object, or a stream of JSON lines; an exit code that says how it went.
  */
-import type { Approvals, Event } from "@musekit/core"
+import { type Approvals, type Event, type EventLog, Stop } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeUnsafe, plain, stringifySafe, styleFor, terminalSafe } from "./ansi.js"
@@ -24,15 +24,28 @@ export interface Streams {
   }
 }
 
+/** The signals a headless run stops on. */
+export type StopSignal = "SIGINT" | "SIGTERM"
+
+/** Subscribe to the stop signals; returns the unsubscribe. */
+export type Signals = (listener: (signal: StopSignal) => void) => () => void
+
 export interface RunOptions {
   readonly task: string
   readonly flags: Session.Flags
   readonly format: OutputFormat
   readonly env: Session.Env
   readonly streams: Streams
-  /** Resolves when the process is asked to stop (SIGINT). */
-  readonly interrupted: Promise<void>
+  /**
+   * SIGINT and SIGTERM: the first stops the session gracefully (the tool in flight is settled,
+   * `turn.interrupted` recorded, the log closed and its lock released); a second one, or a stop
+   * that takes longer than `STOP_GRACE_MS`, interrupts at once.
+   */
+  readonly signals: Signals
 }
+
+/** How long a graceful stop may take before it is cut short. */
+export const STOP_GRACE_MS = 15_000
 
 const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => void): Approvals.PrompterService => ({
   ask: (request) =>
@@ -44,6 +57,12 @@ const headlessPrompter = (approvalMode: Approvals.Mode, note: (line: string) => 
         }
         note(`plan not run: no one can approve it in a headless run (use --approval-mode auto)`)
         return { allow: false, scope: "once" as const }
+      }
+      if (request.unsandboxed) {
+        const reason =
+          "running a command outside the OS sandbox needs a person's answer; no one can give it in a headless run (allow what it needs with the sandbox settings, or --sandbox off)"
+        note(`denied ${request.tool} outside the sandbox ($ ${request.summary}): ${reason}`)
+        return { allow: false, scope: "once" as const, reason }
       }
       // the suggestion is the rule a person would be offered, never a pattern made from the command text
       const rule = request.proposal
@@ -148,56 +167,84 @@ const emitter = (format: OutputFormat, streams: Streams, firstNewSeq: () => numb
   }
 }
 
+/** Where the session is kept, for the first line of stream-json: `stateDir` for a directory, `log` for a database. */
+const where = (location: Session.Prepared["location"]) =>
+  location.kind === "dir" ? { stateDir: location.dir } : { log: location.display }
+
 const sessionErrorMessage = (e: unknown): string => {
   const anyE = e as any
-  if (anyE?._tag === "SessionLocked") return `session ${anyE.session} is in use by process ${anyE.pid}`
+  if (anyE?._tag === "SessionLocked") {
+    return `session ${anyE.session} is in use by process ${anyE.pid}; nothing was done (close that muse first, or wait for it to finish)`
+  }
   return anyE?.message ?? String(e)
 }
 
-/** Run a program until done or interrupted; SIGINT interrupts its fiber (the turn is recorded as interrupted). */
-const runInterruptible = <A, E>(program: Effect.Effect<A, E>, interrupted: Promise<void>) =>
+/**
+ * Run a session program until it ends. The first stop signal presses the session's stop button:
+ * the turns in progress end (`turn.interrupted`), the session saves and closes. A second signal, or
+ * a stop that takes longer than `STOP_GRACE_MS`, interrupts the program at once.
+ */
+const runStoppable = <A, E>(
+  program: Effect.Effect<A, E>,
+  stop: Stop.Service,
+  signals: Signals,
+  note: (line: string) => void
+) =>
   Effect.gen(function* () {
     const fiber = yield* Effect.fork(program)
-    let wasInterrupted = false
-    const onSignal = Effect.promise(() => interrupted).pipe(
-      Effect.zipRight(Effect.sync(() => (wasInterrupted = true))),
-      Effect.zipRight(Fiber.interrupt(fiber)),
-      Effect.fork
-    )
-    const watcher = yield* onSignal
+    let signal: StopSignal | undefined
+    let grace: ReturnType<typeof setTimeout> | undefined
+    const unsubscribe = signals((sig) => {
+      if (signal !== undefined) {
+        Effect.runFork(Fiber.interrupt(fiber))
+        return
+      }
+      signal = sig
+      note(`${sig}: stopping — the work in progress ends and the session is saved (${sig} again stops at once)`)
+      Effect.runFork(stop.request(`stopped by ${sig}`))
+      grace = setTimeout(() => Effect.runFork(Fiber.interrupt(fiber)), STOP_GRACE_MS)
+      grace.unref?.()
+    })
     const exit = yield* Fiber.await(fiber)
-    yield* Fiber.interrupt(watcher)
-    return { exit, wasInterrupted }
+    unsubscribe()
+    if (grace) clearTimeout(grace)
+    return { exit, signal }
   })
 
 const finishRun = (
   options: { readonly format: OutputFormat; readonly streams: Streams },
   em: Emitter,
   session: string,
-  stateDir: string,
-  fromSeq: number,
+  store: EventLog.StoreService,
+  /** The seq this run went on from, or `undefined` when it never opened the log (nothing it did is there). */
+  fromSeq: number | undefined,
   started: number,
-  result: { readonly exit: Exit.Exit<unknown, unknown>; readonly wasInterrupted: boolean }
+  result: { readonly exit: Exit.Exit<unknown, unknown>; readonly signal: StopSignal | undefined },
+  /** What to say when the run recorded nothing (a resume that found nothing to do). */
+  nothingDone?: (() => string) | undefined
 ) =>
   Effect.gen(function* () {
-    const fresh = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(
-      Effect.orElseSucceed(() => [])
-    )
+    const fresh = fromSeq === undefined ? [] : yield* store.read(session, fromSeq).pipe(Effect.orElseSucceed(() => []))
     const outcome = Session.exitCodeOf(fresh)
     let code = outcome.code
     let status = outcome.status
     let reason = outcome.reason
-    if (result.wasInterrupted) {
-      code = ExitCode.Interrupted
+    if (result.signal !== undefined) {
+      code = result.signal === "SIGTERM" ? ExitCode.Terminated : ExitCode.Interrupted
       status = "interrupted"
-      reason = "interrupted (SIGINT)"
+      reason = `stopped by ${result.signal}; continue with: muse resume ${session}`
     } else if (Exit.isFailure(result.exit)) {
       const failure = Cause.failureOption(result.exit.cause)
       const err = Option.isSome(failure) ? failure.value : Cause.squash(result.exit.cause)
       if (err instanceof CliError) return yield* Effect.fail(err)
+      if ((err as { _tag?: unknown })?._tag === "EmptySession") return yield* Effect.fail(Session.noTask(session))
       code = ExitCode.Failed
       status = "failed"
       reason = sessionErrorMessage(err)
+    } else if (fresh.length === 0 && nothingDone) {
+      code = ExitCode.NothingToResume
+      status = "nothing to resume"
+      reason = nothingDone()
     }
     const totals = new Render.Totals()
     for (const e of fresh) totals.add(e)
@@ -221,7 +268,11 @@ const finishRun = (
       },
       fresh
     )
-    if (status === "failed" && options.format === "text" && reason && Exit.isFailure(result.exit)) {
+    if (
+      options.format === "text" &&
+      reason &&
+      ((status === "failed" && Exit.isFailure(result.exit)) || code === ExitCode.NothingToResume)
+    ) {
       options.streams.stderr.write(`muse: ${escapeUnsafe(reason, plain, { newlines: true })}\n`)
     }
     return code
@@ -249,32 +300,36 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
     const em = emitter(options.format, options.streams, () => 0)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, ...where(prepared.location) })}\n`
       )
     }
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
-    let given = false
+    const stop = yield* Stop.make
     const io: SessionRuntime.Io = {
       ...em.io,
-      input: Effect.sync(() => {
-        if (given) return Option.none()
-        given = true
-        return Option.some(task)
-      }),
-      prompter: headlessPrompter(prepared.config.approvalMode, em.note)
+      // the task is recorded with the session's start, in one write; there is nothing after it
+      input: Effect.succeed(Option.none()),
+      prompter: headlessPrompter(prepared.config.approvalMode, em.note),
+      stop
     }
     const program = SessionRuntime.start({
       config: prepared.config,
       session,
+      task,
       io,
-      services: { languageModel: prepared.languageModel, plugins: prepared.plugins.plugins, tools: Tools.make([]) },
-      dir: prepared.stateDir
+      services: {
+        languageModel: prepared.languageModel,
+        plugins: prepared.plugins.plugins,
+        tools: Tools.make([]),
+        sandbox: prepared.sandboxOptions
+      },
+      store: prepared.store
     })
-    const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    const result = yield* runStoppable(program as Effect.Effect<unknown, unknown>, stop, options.signals, em.note)
     yield* prepared.plugins.close
-    return yield* finishRun(options, em, session, prepared.stateDir, 0, started, result)
-  })
+    return yield* finishRun(options, em, session, prepared.store, 0, started, result)
+  }).pipe(Effect.scoped)
 
 export interface ResumeOptions {
   readonly session: string | undefined
@@ -282,36 +337,55 @@ export interface ResumeOptions {
   readonly format: OutputFormat
   readonly env: Session.Env
   readonly streams: Streams
-  readonly interrupted: Promise<void>
+  /** As for `run`. */
+  readonly signals: Signals
+}
+
+/** How the main agent's last turn in `events` ended, for a resume that found nothing to do. */
+const lastTurn = (events: ReadonlyArray<Event.Envelope>): string | undefined => {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!
+    if (e.agent !== "main") continue
+    if (e.type === "turn.completed") {
+      const d = e.data as { status?: string; reason?: string | null }
+      return `its last task ended (${d.status ?? "completed"}${d.reason ? `: ${d.reason}` : ""})`
+    }
+    if (e.type === "user.input") return undefined
+  }
+  return undefined
 }
 
 /** `muse resume` without a terminal: finish the turn that was cut short. */
 export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
     const started = performance.now()
-    const dir = yield* Session.stateDirFor(options.flags, options.env)
-    const session = options.session ?? (yield* Session.latestSession(dir))
+    const session =
+      options.session ?? (yield* Session.latestSession((yield* Session.storeFor(options.flags, options.env)).store))
     const prepared = yield* Session.prepareResume(
       session,
       options.flags,
       options.env,
       Session.headlessTrust(options.flags, options.env)
     )
-    const fromSeq = prepared.nextSeq
-    const em = emitter(options.format, options.streams, () => fromSeq)
+    // the seq this run goes on from, known once it holds the log (another process may have written meanwhile)
+    let fromSeq: number | undefined
+    const em = emitter(options.format, options.streams, () => fromSeq ?? Number.POSITIVE_INFINITY)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
-        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, stateDir: prepared.stateDir, resumedAt: fromSeq })}\n`
+        `${stringifySafe({ kind: "session", session, model: prepared.config.model, root: prepared.root, ...where(prepared.location), resumedAt: prepared.nextSeq })}\n`
       )
     }
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
+    const stop = yield* Stop.make
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
       prompter: headlessPrompter(prepared.config.approvalMode, em.note),
+      stop,
       onResume: (info) =>
         Effect.sync(() => {
+          fromSeq = info.nextSeq
           if (info.ignored) em.note(`checkpoint not used (${info.ignored}); replaying the whole log`)
         })
     }
@@ -321,11 +395,17 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
       services: {
         languageModel: prepared.languageModel,
         plugins: prepared.plugins.plugins,
-        tools: Tools.make(prepared.events)
+        tools: Tools.make(prepared.events),
+        sandbox: prepared.sandboxOptions
       },
-      dir: prepared.stateDir
+      store: prepared.store
     })
-    const result = yield* runInterruptible(program as Effect.Effect<unknown, unknown>, options.interrupted)
+    const result = yield* runStoppable(program as Effect.Effect<unknown, unknown>, stop, options.signals, em.note)
     yield* prepared.plugins.close
-    return yield* finishRun(options, em, session, prepared.stateDir, fromSeq, started, result)
-  })
+    return yield* finishRun(options, em, session, prepared.store, fromSeq, started, result, () => {
+      const ended = lastTurn(prepared.events)
+      return `session ${session} has nothing to resume: ${
+        ended ?? "no task of it is unfinished"
+      }. Give it a new task in a terminal (muse resume ${session}) or start one: muse run "<task>"`
+    }).pipe(Effect.scoped)
+  }).pipe(Effect.scoped)

@@ -4,11 +4,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Approvals, Event } from "@musekit/core"
+import { Approvals, Event, type EventLog } from "@musekit/core"
 import { EventLogFile, SessionRuntime } from "@musekit/node"
 import { Effect } from "effect"
 import { escapeUnsafe, jsonSafe, pad, padStart, type Style, truncate, width, wrap } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
+import type * as LogStore from "./logStore.js"
 import * as Plugins from "./plugins.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
@@ -37,26 +38,55 @@ export const fmtSize = (bytes: number): string =>
       ? `${(bytes / 1024).toFixed(1)} KiB`
       : `${(bytes / 1048576).toFixed(1)} MiB`
 
-/** The first user input of a session, read from the head of its log (for untitled sessions). */
+/**
+ * The first user input of a session, read from the head of its log (where it is: the task is
+ * recorded with the session's start); `null` when the log holds none.
+ */
 const firstInput = (dir: string, id: string): string | null => {
   try {
     const fd = fs.openSync(path.join(dir, "sessions", `${id}.jsonl`), "r")
     try {
+      let head = ""
       const buf = Buffer.alloc(65536)
-      const n = fs.readSync(fd, buf, 0, buf.length, 0)
-      for (const line of buf.subarray(0, n).toString("utf8").split("\n")) {
-        if (!line.includes('"type":"user.input"')) continue
-        try {
-          const e = Event.fromJson(JSON.parse(line))
-          const text = (e?.data as any)?.text
-          if (typeof text === "string") return text
-        } catch {}
+      for (let at = 0; at < 4 * 1048576; ) {
+        const n = fs.readSync(fd, buf, 0, buf.length, at)
+        if (n === 0) break
+        at += n
+        head += buf.subarray(0, n).toString("latin1")
+        const lines = head.split("\n")
+        head = lines.pop() ?? ""
+        for (const line of lines) {
+          if (!line.includes('"type":"user.input"')) continue
+          try {
+            const e = Event.fromJson(JSON.parse(Buffer.from(line, "latin1").toString("utf8")))
+            const d = e?.data as { text?: unknown; preview?: unknown } | undefined
+            if (typeof d?.text === "string") return d.text
+            if (typeof d?.preview === "string") return `${d.preview}…`
+          } catch {}
+        }
       }
     } finally {
       fs.closeSync(fd)
     }
   } catch {}
   return null
+}
+
+/** What a session is about: its title, else its first input; never a task the log does not hold. */
+const titleOf = (
+  location: LogStore.Location,
+  s: {
+    readonly id: string
+    readonly title: string | null
+    readonly events: number
+    readonly firstInput?: string | null | undefined
+  }
+) => {
+  if (s.events === 0) return "(empty: stopped before its task was recorded)"
+  const input =
+    s.firstInput !== undefined ? s.firstInput : location.kind === "dir" ? firstInput(location.dir, s.id) : null
+  if (input === null) return "(no task recorded)"
+  return s.title && s.title.trim() !== "" ? s.title : input
 }
 
 export interface SessionRow {
@@ -68,15 +98,16 @@ export interface SessionRow {
   readonly bytes: number
 }
 
-export const listSessions = (dir: string): Effect.Effect<ReadonlyArray<SessionRow>, CliError> =>
+export const listSessions = (
+  store: EventLog.StoreService,
+  location: LogStore.Location
+): Effect.Effect<ReadonlyArray<SessionRow>, CliError> =>
   Effect.map(
-    EventLogFile.sessions({ dir }).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: e.message }))
-    ),
+    store.sessions.pipe(Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: e.message }))),
     (list) =>
       list.map((s) => ({
         id: s.id,
-        title: (s.title && s.title.trim() !== "" ? s.title : firstInput(dir, s.id)) ?? "",
+        title: titleOf(location, s),
         started: s.started,
         lastEventAt: s.lastEventAt,
         events: s.events,
@@ -255,7 +286,7 @@ export interface ReplayOptions {
   readonly session?: string | undefined
   readonly example: boolean
   readonly verify: boolean
-  readonly flags: Pick<Session.Flags, "cwd">
+  readonly flags: Pick<Session.Flags, "cwd" | "log">
   readonly env: Session.Env
 }
 
@@ -263,10 +294,11 @@ export interface ReplayOptions {
 export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effect<number, CliError> =>
   Effect.gen(function* () {
     let session: string
-    let dir: string
+    let store: EventLog.StoreService
     let events: ReadonlyArray<Event.Envelope>
     if (options.example) {
-      dir = examplesDir()
+      const dir = examplesDir()
+      store = EventLogFile.makeStore({ dir })
       session = options.session ?? EXAMPLE
       const file = path.join(dir, `${session}.jsonl`)
       if (!fs.existsSync(file)) {
@@ -278,9 +310,13 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       }
       events = yield* readLogFile(file)
     } else {
-      dir = yield* Session.stateDirFor(options.flags, options.env)
-      session = options.session ?? (yield* Session.latestSession(dir))
-      events = (yield* Session.readRecorded(session, dir)).events
+      store = (yield* Session.storeFor(options.flags, options.env)).store
+      session = options.session ?? (yield* Session.latestSession(store))
+      events = (yield* Session.readRecorded(session, store)).events
+    }
+    if (!events.some((e) => e.type === "session.started")) {
+      err.write(`session ${session} is empty: it stopped before its task was recorded, so there is nothing to replay\n`)
+      return ExitCode.Success
     }
     printTranscript(events, out)
     if (!options.verify) return ExitCode.Success
@@ -300,7 +336,7 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
     const report = yield* (
       Tools.replay({
         session,
-        dir,
+        store,
         verify: true,
         events,
         plugins: plugins.plugins
@@ -332,4 +368,4 @@ export const replay = (options: ReplayOptions, out: Out, err: Out): Effect.Effec
       } in ${Render.fmtDuration(performance.now() - started)}\n`
     )
     return ExitCode.Success
-  })
+  }).pipe(Effect.scoped)

@@ -1,10 +1,10 @@
 /**
  * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { Args, CliConfig, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Cause, Effect, Either, Exit, Option } from "effect"
-import { stringifySafe, styleFor, terminalSafe } from "./ansi.js"
+import { Cause, type Console, Effect, Either, Exit, Option } from "effect"
+import { plain, stringifySafe, stripAnsi, styleFor, terminalSafe } from "./ansi.js"
 import * as Argv from "./argv.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
@@ -34,6 +34,12 @@ const shared = {
   ),
   approvalMode: Options.choice("approval-mode", modes).pipe(
     Options.withDescription("read-only | ask | auto-edit (default) | auto"),
+    Options.optional
+  ),
+  sandbox: Options.choice("sandbox", ["workspace-write", "read-only", "off"] as const).pipe(
+    Options.withDescription(
+      "workspace-write (default): commands write only the project and /tmp, no network, secrets hidden | read-only | off"
+    ),
     Options.optional
   ),
   allow: Options.text("allow").pipe(
@@ -68,6 +74,12 @@ const shared = {
   cwd: Options.directory("cwd").pipe(
     Options.withDescription("the project directory (default: the current one)"),
     Options.optional
+  ),
+  log: Options.text("log").pipe(
+    Options.withDescription(
+      "where sessions are kept: a directory, or a Postgres database (postgres://user@host/db) (default: MUSE_LOG, the config's log, the state directory)"
+    ),
+    Options.optional
   )
 }
 
@@ -79,6 +91,7 @@ const outputFormat = Options.choice("output-format", ["text", "json", "stream-js
 type SharedValues = {
   readonly model: Option.Option<string>
   readonly approvalMode: Option.Option<(typeof modes)[number]>
+  readonly sandbox: Option.Option<"workspace-write" | "read-only" | "off">
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns: Option.Option<number>
@@ -87,11 +100,13 @@ type SharedValues = {
   readonly noWorktrees: boolean
   readonly trust: boolean
   readonly cwd: Option.Option<string>
+  readonly log: Option.Option<string>
 }
 
 const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => ({
   model: Option.getOrUndefined(v.model),
   approvalMode: Option.getOrUndefined(v.approvalMode),
+  sandbox: Option.getOrUndefined(v.sandbox),
   allow: v.allow,
   deny: v.deny,
   maxTurns: Option.getOrUndefined(v.maxTurns),
@@ -100,6 +115,7 @@ const toFlags = (v: SharedValues, script: string | undefined): Session.Flags => 
   noWorktrees: v.noWorktrees,
   trust: v.trust,
   cwd: Option.getOrUndefined(v.cwd),
+  log: Option.getOrUndefined(v.log),
   script
 })
 
@@ -111,6 +127,25 @@ const readStdin = (stdin: NodeJS.ReadStream): Promise<string> =>
     stdin.on("end", () => resolve(text))
     stdin.on("error", reject)
   })
+
+/** `console` with ANSI escapes taken out of what it prints. */
+const withoutEscapes = (console: Console.Console): Console.Console => {
+  const clean = (args: ReadonlyArray<unknown>) => args.map((a) => (typeof a === "string" ? stripAnsi(a) : a))
+  return {
+    ...console,
+    log: (...args) => console.log(...clean(args)),
+    error: (...args) => console.error(...clean(args)),
+    info: (...args) => console.info(...clean(args)),
+    warn: (...args) => console.warn(...clean(args)),
+    unsafe: {
+      ...console.unsafe,
+      log: (...args) => console.unsafe.log(...clean(args)),
+      error: (...args) => console.unsafe.error(...clean(args)),
+      info: (...args) => console.unsafe.info(...clean(args)),
+      warn: (...args) => console.unsafe.warn(...clean(args))
+    }
+  }
+}
 
 export const main = async (pio: ProcessIo): Promise<number> => {
   let exitCode: number = ExitCode.Success
@@ -141,10 +176,16 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     columns: pio.stderr.columns || 100
   }
   const env: Session.Env = { env: pio.env, cwd: pio.cwd }
-  const sigint = () =>
-    new Promise<void>((resolve) => {
-      process.once("SIGINT", () => resolve())
-    })
+  const signals: Headless.Signals = (listener) => {
+    const onInt = () => listener("SIGINT")
+    const onTerm = () => listener("SIGTERM")
+    process.on("SIGINT", onInt)
+    process.on("SIGTERM", onTerm)
+    return () => {
+      process.off("SIGINT", onInt)
+      process.off("SIGTERM", onTerm)
+    }
+  }
   const isTty = Boolean(pio.stdin.isTTY && pio.stdout.isTTY)
 
   const interactive = (flags: Session.Flags, resumeId: string | undefined, resuming: boolean) =>
@@ -189,21 +230,30 @@ export const main = async (pio: ProcessIo): Promise<number> => {
           format: v.outputFormat,
           env,
           streams: { stdout: pio.stdout, stderr: pio.stderr },
-          interrupted: sigint()
+          signals
         })
       })
   ).pipe(Command.withDescription('Run one task headless (scripts, CI): muse run "fix the failing test"'))
 
+  const readFlags = (v: { readonly cwd: Option.Option<string>; readonly log: Option.Option<string> }) => ({
+    cwd: Option.getOrUndefined(v.cwd),
+    log: Option.getOrUndefined(v.log)
+  })
+
   const sessions = Command.make(
     "sessions",
-    { json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")), cwd: shared.cwd },
+    {
+      json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")),
+      cwd: shared.cwd,
+      log: shared.log
+    },
     (v) =>
       Effect.gen(function* () {
-        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
-        const rows = yield* History.listSessions(dir)
+        const { store, location } = yield* Session.storeFor(readFlags(v), env)
+        const rows = yield* History.listSessions(store, location)
         if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
-        else History.printSessions(rows, out, dir)
-      })
+        else History.printSessions(rows, out, location.display)
+      }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("List recorded sessions, newest first"))
 
   const resume = Command.make(
@@ -221,7 +271,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
           format: v.outputFormat,
           env,
           streams: { stdout: pio.stdout, stderr: pio.stderr },
-          interrupted: sigint()
+          signals
         })
       })
   ).pipe(
@@ -238,7 +288,8 @@ export const main = async (pio: ProcessIo): Promise<number> => {
       example: Options.boolean("example").pipe(
         Options.withDescription("the example session shipped with muse (no API key needed)")
       ),
-      cwd: shared.cwd
+      cwd: shared.cwd,
+      log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
@@ -247,7 +298,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
             session: positionals[0],
             example: v.example,
             verify: v.verify,
-            flags: { cwd: Option.getOrUndefined(v.cwd) },
+            flags: readFlags(v),
             env
           },
           out,
@@ -269,19 +320,21 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         Options.optional
       ),
       json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
-      cwd: shared.cwd
+      cwd: shared.cwd,
+      log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
-        const dir = yield* Session.stateDirFor({ cwd: Option.getOrUndefined(v.cwd) }, env)
-        const id = positionals[0] ?? (yield* Session.latestSession(dir))
-        const events = yield* Session.readEvents(id, dir)
+        const { store } = yield* Session.storeFor(readFlags(v), env)
+        const id = positionals[0] ?? (yield* Session.latestSession(store))
+        const { events } = yield* Session.readRecorded(id, store)
+        if (events.length === 0) err.write(`session ${id} holds no events: it stopped before its task was recorded\n`)
         History.printLog(
           events,
           { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json },
           out
         )
-      })
+      }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
 
   const acp = Command.make("acp", shared, (v) =>
@@ -358,8 +411,14 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     version: version()
   })
 
+  // help and usage errors go through Effect's Console; without colours (a pipe, NO_COLOR) they carry no escapes
+  // the parser's own options (--completions, --log-level, --wizard) are not muse's: the strict flag table refuses them
+  const program = cli(["node", "muse", ...argv]).pipe(
+    Effect.provide(CliConfig.layer({ showBuiltIns: false })),
+    Effect.provide(NodeContext.layer)
+  ) as Effect.Effect<void, unknown>
   const exit = await Effect.runPromiseExit(
-    cli(["node", "muse", ...argv]).pipe(Effect.provide(NodeContext.layer)) as Effect.Effect<void, unknown>
+    outStyle === plain ? Effect.flatMap(Effect.console, (c) => Effect.withConsole(program, withoutEscapes(c))) : program
   )
   if (Exit.isSuccess(exit)) return exitCode
   const failure = Cause.failureOption(exit.cause)

@@ -3,6 +3,7 @@
  * real provider is used; `scripted/<name>` is the test model of `scripted.ts`.
  */
 import type { LanguageModel } from "@effect/ai"
+import type { HttpPolicy } from "@musekit/models"
 import { Effect, Either, Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
@@ -49,7 +50,12 @@ export interface Options {
   readonly env: NodeJS.ProcessEnv
   readonly scriptFlag?: string | undefined
   readonly onRequest?: (() => void) | undefined
+  /** Told before the HTTP client waits to retry a request (429, 5xx, a lost connection). */
+  readonly onRetry?: ((retry: Retry) => void) | undefined
 }
+
+/** A retry the model's HTTP client is about to wait for. */
+export type Retry = HttpPolicy.Retry
 
 /** Check a spec without building anything (no network). */
 export const check = (spec: string, options: Options): Effect.Effect<void, CliError> =>
@@ -76,7 +82,11 @@ export const languageModel = (
         detail: e.reason === "MissingApiKey" ? noKeyScreen() : undefined
       })
     }
-    return Models.layer(spec, { env: options.env }).pipe(Layer.orDie)
+    const onRetry = options.onRetry
+    return Models.layer(spec, {
+      env: options.env,
+      ...(onRetry ? { onRetry: (retry: Retry) => Effect.sync(() => onRetry(retry)) } : {})
+    }).pipe(Layer.orDie)
   })
 
 /** A model's context window and where it came from (shown to the user, recorded with the session). */

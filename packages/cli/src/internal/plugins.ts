@@ -7,8 +7,8 @@
  * replay exactly. Compaction and video are loaded when a session first needs them (a large
  * context, a prompt with a video), not at start-up.
  */
-import { spawnSync } from "node:child_process"
 import { type Plugin, Recorder, Skill } from "@musekit/core"
+import { Git } from "@musekit/node"
 import * as SkillsPackage from "@musekit/plugin-skills"
 import { WorktreePlugin } from "@musekit/plugin-worktree"
 import { Effect, Option } from "effect"
@@ -228,13 +228,13 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
 
 // ---------------------------------------------------------------------------------------------
 
-/** Whether `root` is inside a git working tree with at least one commit (worktrees start from it). */
+/**
+ * Whether `root` is inside a git working tree with at least one commit (worktrees start from it).
+ * Asked with muse's hardened git, like every other git call muse makes.
+ */
 export const inGitRepo = (root: string): boolean => {
   // one process: it prints "true" and the commit, and fails without a commit to resolve
-  const r = spawnSync("git", ["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], {
-    cwd: root,
-    encoding: "utf8"
-  })
+  const r = Git.runSync(["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root })
   return r.status === 0 && r.stdout.split("\n")[0]?.trim() === "true"
 }
 

@@ -144,7 +144,8 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
           style.green(`+${st.added}`) +
           style.dim(" ") +
           style.red(`-${st.removed}`),
-        ...diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`)
+        // (0: the diff was shown already, in the question about the change)
+        ...(maxDiff > 0 ? diffLines(r.diff, style, maxDiff).map((l) => `  ${l}`) : [])
       ]
     }
     if (tool === "run_shell" || "exit_code" in r) {
@@ -156,10 +157,15 @@ export const resultLines = (data: any, style: Style, maxDiff: number): Array<str
       const code = r.exit_code
       const head =
         code === 0 ? style.green("⎿ exit 0") : style.red(`⎿ exit ${code ?? "?"}${r.timed_out ? " (timed out)" : ""}`)
+      const sandbox = r.sandbox && typeof r.sandbox === "object" ? r.sandbox : undefined
+      const blocked: ReadonlyArray<unknown> = Array.isArray(sandbox?.blocked) ? sandbox.blocked : []
       return [
         head,
         ...(out.length > 4 ? [style.dim(`  … ${out.length - 4} lines`)] : []),
-        ...tail.map((l: string) => style.dim(`  ${l}`))
+        ...tail.map((l: string) => style.dim(`  ${l}`)),
+        // what the OS sandbox refused, so the user sees why the command failed
+        ...blocked.map((b) => style.yellow(`  ! blocked by the sandbox: ${escapeUnsafe(String(b), style)}`)),
+        ...(sandbox?.mode === "off" ? [style.yellow("  ! ran outside the sandbox (you allowed it)")] : [])
       ]
     }
     if (typeof r.content === "string") {
@@ -302,12 +308,15 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
         `${head}${s.dim(` · ${x(data.steps, "0")} model call${data.steps === 1 ? "" : "s"} · ${x(data.toolCalls, "0")} tool call${data.toolCalls === 1 ? "" : "s"} · ${fmtInt(tokens)} tokens`)}`
       ]
     }
-    case "turn.interrupted":
-      return e.agent === "main" ? [s.yellow("■ interrupted")] : [`${tag}${s.yellow("■ interrupted")}`]
+    case "turn.interrupted": {
+      const why = typeof data.reason === "string" && data.reason !== "interrupted" ? `: ${x(data.reason)}` : ""
+      return [`${tag}${s.yellow(`■ interrupted${why}`)}`]
+    }
     case "crew.spawned":
       return [s.dim(`+ ${x(e.agent)} joined the crew (${x(data.role, "?")})`)]
     case "crew.task.received":
-      return data.kind === "stop"
+      // a `fail` letter is followed by the member's failure, which says why
+      return data.kind === "stop" || data.kind === "fail"
         ? []
         : [`${tag}${s.dim(`← ${x(data.kind, "task")} from ${x(data.from, "?")}: ${firstLine(data.text, 160, s)}`)}`]
     case "crew.task.done":
@@ -318,6 +327,22 @@ export const eventLines = (e: Event.Envelope, o: Options): Array<string> => {
       return [`${tag}${s.red(`✗ failed: ${firstLine(data.error, 200, s)}`)}`]
     case "crew.stopped":
       return [`${tag}${s.dim("stopped")}`]
+    case "worktree.reattached": {
+      const all: Array<any> = Array.isArray(data.worktrees) ? data.worktrees : []
+      const back = all.filter((w) => w.status !== "failed")
+      return [
+        ...(back.length > 0
+          ? [
+              s.dim(
+                `↺ worktrees back after the restart: ${back.map((w) => `${x(w.agent)} (${x(w.status)})`).join(", ")}`
+              )
+            ]
+          : []),
+        ...all
+          .filter((w) => w.status === "failed")
+          .map((w) => s.red(`✗ the worktree of ${x(w.agent)} could not be brought back: ${firstLine(w.error, 200, s)}`))
+      ]
+    }
     case "crew.review.requested":
       return [`${tag}${s.dim(`asks ${x(data.reviewer, "a reviewer")} for a review (round ${x(data.round, "1")})`)}`]
     case "crew.verdict.received":

@@ -5,11 +5,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
-import type { Approvals, Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
-import { Effect, Either, type Layer } from "effect"
+import type { Approvals, Event, EventLog } from "@musekit/core"
+import { Sandbox, SessionRuntime } from "@musekit/node"
+import { Effect, Either, type Layer, type Scope } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as LogStore from "./logStore.js"
 import * as Mcp from "./mcp.js"
 import * as Model from "./model.js"
 import * as Plugins from "./plugins.js"
@@ -18,6 +19,8 @@ import * as Trust from "./trust.js"
 export interface Flags {
   readonly model?: string | undefined
   readonly approvalMode?: Approvals.Mode | undefined
+  /** The OS sandbox of shell commands (`--sandbox`). */
+  readonly sandbox?: Sandbox.Mode | undefined
   readonly allow: ReadonlyArray<string>
   readonly deny: ReadonlyArray<string>
   readonly maxTurns?: number | undefined
@@ -29,6 +32,8 @@ export interface Flags {
   readonly noWorktrees?: boolean | undefined
   /** Use the folder's own settings for this run without asking (`--trust`). */
   readonly trust?: boolean | undefined
+  /** Where sessions are kept: a directory or a `postgres://` URL (`--log`). */
+  readonly log?: string | undefined
   /** Hidden test flag: a scripted model from this file. */
   readonly script?: string | undefined
 }
@@ -37,7 +42,9 @@ export const emptyFlags: Flags = { allow: [], deny: [], noCrew: false }
 
 export interface Prepared {
   readonly root: string
-  readonly stateDir: string
+  /** Where the session's log is kept, and the store there (open while the command runs). */
+  readonly location: LogStore.Location
+  readonly store: EventLog.StoreService
   readonly config: SessionRuntime.Config
   readonly modelSource: string
   readonly languageModel: Layer.Layer<LanguageModel.LanguageModel>
@@ -47,6 +54,26 @@ export interface Prepared {
   readonly contextWindowSource: string
   /** Lines for the user before the session starts (e.g. that the folder's settings are not used). */
   readonly notices: ReadonlyArray<string>
+  /** What the sandbox keeps read-only (the user's muse config) and hides (the state directory). */
+  readonly sandboxOptions: Sandbox.Options
+}
+
+/** Paths the sandbox protects besides the built-in ones: muse's own config and state. */
+export const sandboxOptions = (loaded: Config.Loaded, stateDir: string): Sandbox.Options => ({
+  readOnly: [path.dirname(loaded.userFile)],
+  hidden: [stateDir]
+})
+
+/**
+ * The line that says commands run without an OS sandbox (none is available here, or it is off),
+ * or nothing when they run in one.
+ */
+export const sandboxNotice = (settings: Sandbox.Settings | undefined): string | undefined => {
+  const mode = settings?.mode ?? "workspace-write"
+  if (mode === "off") return undefined
+  const a = Sandbox.detect()
+  if (a.available) return undefined
+  return `no OS sandbox for shell commands: ${a.reason ?? "none is available"}. Commands run with your full rights, guarded by approvals only (see /status; --sandbox off says you meant it)`
 }
 
 /** Whether the folder's own files take effect in a session (see `trust.ts`). */
@@ -102,6 +129,8 @@ export interface Env {
   readonly cwd: string
   /** Called at each model request (startup measurements). */
   readonly onRequest?: (() => void) | undefined
+  /** Told before the model's HTTP client waits to retry (429, 5xx, a lost connection). */
+  readonly onRetry?: ((retry: Model.Retry) => void) | undefined
 }
 
 export const rootOf = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
@@ -131,18 +160,22 @@ export const prepareNew = (
   title: string,
   decide: Decide,
   options: NewOptions = {}
-): Effect.Effect<Prepared, CliError> =>
+): Effect.Effect<Prepared, CliError, Scope.Scope> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const trust = yield* decide(root)
     const loaded = yield* Config.load(root, env.env, { project: trust.trusted })
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    const store = yield* LogStore.open(location, env.env)
     const notices: Array<string> = []
     const untrusted = untrustedNotice(trust)
     if (untrusted) notices.push(untrusted)
-    if (loaded.project?.stateDir) {
-      notices.push(
-        `${loaded.projectFile} sets stateDir; a project cannot choose where sessions are stored, so it is not used (set it in ${loaded.userFile} or MUSE_HOME)`
-      )
+    for (const key of ["stateDir", "log"] as const) {
+      if (loaded.project?.[key]) {
+        notices.push(
+          `${loaded.projectFile} sets ${key}; a project cannot choose where sessions are stored, so it is not used (set it in ${loaded.userFile}, MUSE_HOME or --log)`
+        )
+      }
     }
     const flagModel = flags.script && !flags.model ? scriptedSpec(flags.script) : flags.model
     const choice = Config.chooseModel(flagModel, loaded, env.env) ?? Model.defaultFor(env.env)
@@ -156,7 +189,8 @@ export const prepareNew = (
     const languageModel = yield* Model.languageModel(choice.spec, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     const projectRules = trust.trusted
       ? yield* SessionRuntime.loadProjectRules(root).pipe(
@@ -208,6 +242,7 @@ export const prepareNew = (
       ...(mcp ? { discovered: { mcp: mcp.discovery } } : {}),
       model: choice.spec,
       approvalMode: flags.approvalMode ?? loaded.project?.approvalMode ?? loaded.user?.approvalMode ?? "auto-edit",
+      sandbox: Config.sandboxSettings(flags.sandbox, loaded),
       rules: [...(loaded.user?.rules ?? []), ...(loaded.project?.rules ?? []), ...projectRules, ...flagRules],
       instructions: SessionRuntime.instructionsFor(root, worktrees ? Plugins.worktreeInstructions : undefined),
       crew,
@@ -218,46 +253,61 @@ export const prepareNew = (
         ...(budget.wallMs !== undefined ? { wallMs: budget.wallMs } : {})
       }
     })
+    const sandboxed = sandboxNotice(config.sandbox)
+    if (sandboxed) notices.push(sandboxed)
     return {
       root,
-      stateDir: Config.stateDir(loaded, env.env),
+      location,
+      store,
       config,
       modelSource: choice.source,
       languageModel,
       plugins: problems.length > 0 ? { ...plugins, warnings: [...plugins.warnings, ...problems] } : plugins,
       loaded,
       contextWindowSource: window.source,
-      notices
+      notices,
+      sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env))
     } satisfies Prepared
   })
 
-/** The state directory for commands that only read sessions. */
-export const stateDirFor = (flags: Pick<Flags, "cwd">, env: Env): Effect.Effect<string, CliError> =>
+/** The store of the sessions, for commands that only read them (open while the scope lasts). */
+export const storeFor = (
+  flags: Pick<Flags, "cwd" | "log">,
+  env: Env
+): Effect.Effect<
+  { readonly store: EventLog.StoreService; readonly location: LogStore.Location },
+  CliError,
+  Scope.Scope
+> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    return Config.stateDir(loaded, env.env)
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    return { store: yield* LogStore.open(location, env.env), location }
   })
 
-const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
+export const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
   new CliError({
     code: e._tag === "SessionNotFound" ? ExitCode.Usage : ExitCode.Failed,
-    message: e._tag === "SessionNotFound" ? `no session ${(e as any).session} in ${(e as any).where}` : e.message
+    message:
+      e._tag === "SessionNotFound"
+        ? `no such session: ${JSON.stringify((e as any).session)} is not in ${(e as any).where} (muse sessions lists them)`
+        : e._tag === "SessionLocked"
+          ? `session ${(e as any).session} is in use by process ${(e as any).pid}; nothing was done (close that muse first, or wait for it to finish)`
+          : e.message
   })
 
-/** A recorded session's events (any MuseKit session: `muse log` reads those an SDK app recorded too). */
-export const readEvents = (session: string, dir: string) =>
-  EventLogFile.readSession(session, { dir }).pipe(Effect.mapError(logError))
-
-/** A recorded session: its events and config. */
-export const readRecorded = (session: string, dir: string) =>
-  Effect.gen(function* () {
-    const events = yield* readEvents(session, dir)
-    const config = yield* SessionRuntime.configOf(events).pipe(
-      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
-    )
-    return { events, config }
+/** Why a session without a recorded start cannot be resumed. */
+export const noTask = (session: string) =>
+  new CliError({
+    code: ExitCode.NothingToResume,
+    message: `session ${session} has no task: it stopped before its task was recorded, so there is nothing to resume.`,
+    detail: 'Start the task again: muse run "<task>"'
   })
+
+/** A recorded session's events (none for a session that stopped before its first event was written). */
+export const readRecorded = (session: string, store: EventLog.StoreService) =>
+  Effect.map(store.read(session).pipe(Effect.mapError(logError)), (events) => ({ events }))
 
 /**
  * What resuming a recorded session needs: its recorded config, a model for it, the plugins, the
@@ -271,19 +321,29 @@ export const prepareResume = (
   env: Env,
   decide: Decide,
   options: NewOptions = {}
-): Effect.Effect<Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number }, CliError> =>
+): Effect.Effect<
+  Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number },
+  CliError,
+  Scope.Scope
+> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    const stateDir = Config.stateDir(loaded, env.env)
-    const ends = yield* EventLogFile.readEnds(session, { dir: stateDir }).pipe(Effect.mapError(logError))
-    const config = yield* SessionRuntime.configOf(ends.first ? [ends.first] : []).pipe(
+    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
+    const store = yield* LogStore.open(location, env.env)
+    const ends = yield* store.ends(session).pipe(Effect.mapError(logError))
+    if (ends.first?.type !== "session.started") {
+      // empty, or its first line torn: opening it repairs it and clears a stale lock; still no task
+      yield* Effect.scoped(store.open(session)).pipe(Effect.mapError(logError))
+      return yield* noTask(session)
+    }
+    const config = yield* SessionRuntime.configOf([ends.first]).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
     const nextSeq = (ends.last?.seq ?? -1) + 1
-    const checkpoint = EventLogFile.readCheckpoint(stateDir, session)
+    const checkpoint = yield* store.readCheckpoint(session)
     const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
-    const events = yield* EventLogFile.readSession(session, { dir: stateDir, fromSeq }).pipe(Effect.mapError(logError))
+    const events = yield* store.read(session, fromSeq).pipe(Effect.mapError(logError))
     if (flags.model && flags.model !== config.model) {
       return yield* new CliError({
         code: ExitCode.Usage,
@@ -300,10 +360,18 @@ export const prepareResume = (
         }; a session keeps its window (start a new one for --context-window ${flags.contextWindow})`
       })
     }
+    const recordedSandbox = config.sandbox?.mode ?? "workspace-write"
+    if (flags.sandbox !== undefined && flags.sandbox !== recordedSandbox) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `session ${session} was recorded with --sandbox ${recordedSandbox}; a resumed session keeps it (change it inside the session with /sandbox ${flags.sandbox})`
+      })
+    }
     const languageModel = yield* Model.languageModel(config.model, {
       env: env.env,
       scriptFlag: flags.script,
-      onRequest: env.onRequest
+      onRequest: env.onRequest,
+      onRetry: env.onRetry
     })
     // the session's approval mode and rules were settled when it started (they are in its log);
     // the project's skills and MCP servers are read again, so they need the folder's trust now
@@ -325,16 +393,19 @@ export const prepareResume = (
       mcp
     })
     const untrusted = untrustedNotice(trust)
+    const sandboxed = sandboxNotice(config.sandbox)
     return {
       root: config.root,
-      stateDir,
+      location,
+      store,
       config,
       modelSource: "the session",
       languageModel,
       plugins,
       loaded,
       contextWindowSource: config.contextWindow === undefined ? "the model table" : "the session",
-      notices: untrusted ? [untrusted] : [],
+      notices: [...(untrusted ? [untrusted] : []), ...(sandboxed ? [sandboxed] : [])],
+      sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env)),
       events,
       nextSeq
     }
@@ -354,12 +425,12 @@ export const recordedMcp = (
     ? Mcp.recorded(config.discovered?.mcp, found, { root: config.root, env })
     : Effect.succeed(undefined)
 
-/** The newest session of a state directory. */
-export const latestSession = (dir: string): Effect.Effect<string, CliError> =>
+/** The newest session of a store (an empty one too: it says itself why it is empty). */
+export const latestSession = (store: EventLog.StoreService): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
-    const list = yield* EventLogFile.sessions({ dir }).pipe(Effect.mapError(logError))
-    const first = list.find((s) => s.events > 0)
-    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${dir} yet` })
+    const list = yield* store.sessions.pipe(Effect.mapError(logError))
+    const first = list[0]
+    if (!first) return yield* new CliError({ code: ExitCode.Usage, message: `no sessions in ${store.where} yet` })
     return first.id
   })
 

@@ -7,8 +7,7 @@
  * log is served from the log instead of being computed again.
  */
 
-import * as path from "node:path"
-import { Approvals, type Event, Model, Plugin, Session, Tools, Workspace } from "@musekit/core"
+import { Approvals, type Event, type EventLog, Model, Plugin, Session, Tools, Workspace } from "@musekit/core"
 import { CodingTools, EventLogFile, SessionRuntime, ShellParser } from "@musekit/node"
 import { Effect, Layer, Option } from "effect"
 
@@ -38,14 +37,13 @@ export const make = (events: ReadonlyArray<Event.Envelope>): ReadonlyArray<Tools
 /** Re-run a recorded session (no model, no side effects); `verify` fails at the first divergence. */
 export const replay = (options: {
   readonly session: string
-  readonly dir: string
+  readonly store: EventLog.StoreService
   readonly events: ReadonlyArray<Event.Envelope>
   readonly verify: boolean
   readonly plugins: ReadonlyArray<Plugin.PluginInput>
 }) =>
   Effect.gen(function* () {
     const cfg = yield* SessionRuntime.configOf(options.events)
-    const blobs = EventLogFile.makeBlobs(path.join(options.dir, "blobs"), options.session)
     const io: SessionRuntime.Io = {
       input: Effect.succeed(Option.none()),
       prompter: { ask: () => Effect.dieMessage("a person was asked during replay") }
@@ -65,7 +63,7 @@ export const replay = (options: {
     return yield* Session.replay(SessionRuntime.program(cfg, io, services).pipe(Effect.provide(layer)), {
       events: options.events,
       verify: options.verify,
-      getBlob: blobs.get,
+      getBlob: options.store.getBlob,
       redactor: EventLogFile.envRedactor()
     })
   })

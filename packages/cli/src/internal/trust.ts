@@ -288,8 +288,8 @@ export const describe = (project: Project, style: Style): Array<string> => {
       for (const [k, v] of Object.entries(json)) {
         if (k === "rules" || k === "$schema") continue
         sets.push(
-          k === "stateDir"
-            ? `stateDir ${JSON.stringify(v)} (never used: a project cannot choose where sessions are stored)`
+          k === "stateDir" || k === "log"
+            ? `${k} ${JSON.stringify(v)} (never used: a project cannot choose where sessions are stored)`
             : `${k} ${JSON.stringify(v)}`
         )
       }

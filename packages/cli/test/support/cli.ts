@@ -20,9 +20,23 @@ const newestMtime = (dir: string): number => {
   return newest
 }
 
-/** Build dist/ when it is missing or older than src/ (one build at a time across test files). */
+/** The sources bundled into dist/: this package's and those of the packages it bundles. */
+const sources = (): Array<string> => {
+  const root = path.join(packageDir, "..", "..")
+  const dirs = [path.join(packageDir, "src")]
+  for (const group of ["packages", "plugins"]) {
+    for (const name of fs.readdirSync(path.join(root, group))) {
+      const src = path.join(root, group, name, "src")
+      if (fs.existsSync(src)) dirs.push(src)
+    }
+  }
+  return dirs
+}
+
+/** Build dist/ when it is missing or older than the sources it bundles (one build at a time across test files). */
 export const ensureBuilt = (): void => {
-  const fresh = () => fs.existsSync(bin) && fs.statSync(bin).mtimeMs >= newestMtime(path.join(packageDir, "src"))
+  const fresh = () =>
+    fs.existsSync(bin) && fs.statSync(bin).mtimeMs >= Math.max(...sources().map((d) => newestMtime(d)))
   if (fresh()) return
   const lock = path.join(os.tmpdir(), `muse-cli-build-${process.getuid?.() ?? 0}.lock`)
   const deadline = Date.now() + 180_000
@@ -110,14 +124,21 @@ export interface Result {
 
 export const muse = (
   args: ReadonlyArray<string>,
-  options: { readonly sb: Sandbox; readonly cwd?: string; readonly input?: string; readonly env?: NodeJS.ProcessEnv }
+  options: {
+    readonly sb: Sandbox
+    readonly cwd?: string
+    readonly input?: string
+    readonly env?: NodeJS.ProcessEnv
+    /** Default 60 s. */
+    readonly timeoutMs?: number
+  }
 ): Result => {
   const r: SpawnSyncReturns<string> = spawnSync(process.execPath, [bin, ...args], {
     cwd: options.cwd ?? options.sb.root,
     env: { ...options.sb.env, ...options.env },
     input: options.input ?? "",
     encoding: "utf8",
-    timeout: 60_000
+    timeout: options.timeoutMs ?? 60_000
   })
   return { code: r.status, stdout: r.stdout, stderr: r.stderr }
 }

@@ -66,7 +66,9 @@ export const spawnInTerminal = (
       if (typeof what === "string" ? text.includes(what) : what.test(text)) return
       await new Promise((r) => setTimeout(r, 25))
     }
-    throw new Error(`timed out after ${timeoutMs} ms waiting for ${String(what)}; screen:\n${screen().join("\n")}`)
+    throw new Error(
+      `timed out after ${timeoutMs} ms waiting for ${String(what)}; screen:\n${all().split("\n").slice(-60).join("\n")}\nlast output: ${JSON.stringify(raw.slice(-300))}`
+    )
   }
   return {
     pty: p,

@@ -1,6 +1,6 @@
 import { AiError } from "@effect/ai"
 import { Duration } from "effect"
-import { idlePrefix, TimeoutCause } from "../HttpPolicy.js"
+import { idlePrefix, notAStreamPrefix, TimeoutCause } from "../HttpPolicy.js"
 
 /** What an error message may mention about the model in use. */
 export interface ErrorContext {
@@ -186,6 +186,15 @@ const statusMessage = (ctx: ErrorContext, status: number, detail: string | undef
   return withDetail(`${p} rejected the request (${status})`, detail)
 }
 
+/** A successful response that is a page (a proxy's, a login's) where a stream of events was asked for. */
+const pageMessage = (ctx: ErrorContext, status: number, contentType: string, body: string): string => {
+  const title = /<title[^>]*>([^<]*)<\/title>/i.exec(body)?.[1]?.trim()
+  const text = title || shorten(body.replace(/<[^>]*>/g, " "), 120)
+  return `${ctx.provider} answered with a page (${status}, ${contentType || "no content type"}) where a stream of events was expected${
+    text ? `: ${JSON.stringify(text)}` : ""
+  }. Next step: check that ${ctx.baseUrl} is the address of the API; a proxy or a login page may be answering instead.`
+}
+
 const toolName = (description: string) => /tool '([^']*)'/.exec(description)?.[1] ?? "?"
 
 /** Rewrites an @effect/ai error into the same error with a message a user can act on. */
@@ -209,11 +218,13 @@ export const clarify = (ctx: ErrorContext, error: unknown): unknown => {
         // @effect/ai keeps the platform error's description but not its cause
         const d = error.description
         const body = responseBody(error.body) ?? ""
-        description = d?.startsWith(idlePrefix)
-          ? `${p} stopped sending data mid-response (${d}).`
-          : body !== ""
-            ? `${p} sent a response that could not be read: ${JSON.stringify(shorten(body, 200))}`
-            : `the connection to ${p} dropped mid-response${d ? ` (${d})` : ""}.`
+        description = d?.startsWith(notAStreamPrefix)
+          ? pageMessage(ctx, status, d.slice(notAStreamPrefix.length).trim(), body)
+          : d?.startsWith(idlePrefix)
+            ? `${p} stopped sending data mid-response (${d}).`
+            : body !== ""
+              ? `${p} sent a response that could not be read: ${JSON.stringify(shorten(body, 200))}`
+              : `the connection to ${p} dropped mid-response${d ? ` (${d})` : ""}.`
       }
       return new ProviderResponseError(
         {

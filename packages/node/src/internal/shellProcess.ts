@@ -27,6 +27,19 @@ export interface ShellOptions {
   readonly graceMs?: number | undefined
   /** Receives output as it arrives (stdout and stderr, interleaved). */
   readonly onOutput?: ((chunk: string) => Effect.Effect<void>) | undefined
+  /**
+   * Start this program instead of `<shell> -c <command>` (the sandbox's wrapper around it), with
+   * more descriptors from fd 3 on, and a hook that runs right after the spawn.
+   */
+  readonly launch?:
+    | {
+        readonly file: string
+        readonly args: ReadonlyArray<string>
+        readonly env: NodeJS.ProcessEnv
+        readonly stdio: ReadonlyArray<number | "pipe">
+        readonly started: (child: import("node:child_process").ChildProcess) => void
+      }
+    | undefined
 }
 
 export interface ShellOutcome {
@@ -107,13 +120,25 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
 
     const child = yield* Effect.acquireRelease(
       Effect.try({
-        try: () =>
-          spawn(options.shell ?? "sh", ["-c", options.command], {
+        try: () => {
+          const launch = options.launch
+          if (!launch) {
+            return spawn(options.shell ?? "sh", ["-c", options.command], {
+              cwd: options.cwd,
+              env: options.env ?? process.env,
+              detached: true,
+              stdio: ["ignore", "pipe", "pipe"]
+            })
+          }
+          const child = spawn(launch.file, [...launch.args], {
             cwd: options.cwd,
-            env: options.env ?? process.env,
+            env: launch.env,
             detached: true,
-            stdio: ["ignore", "pipe", "pipe"]
-          }),
+            stdio: ["ignore", "pipe", "pipe", ...launch.stdio]
+          })
+          if (child.pid !== undefined) launch.started(child)
+          return child
+        },
         catch: (e) => new SpawnFailed(`could not start the shell: ${(e as Error).message}`)
       }),
       (child) =>

@@ -40,4 +40,8 @@ stdout/stderr. A non-zero exit code is a normal result. Timeout: 120000 ms by de
 (timeout_ms); on timeout the command and every process it started are killed. Output is capped (64 KiB by
 default): the END is kept and the start is cut, with a note saying how much. Background processes that keep the
 output open are stopped when the command ends; redirect their output to a file to keep them running. Do not use
-it to read, search or edit files when read_file, grep, list_files, edit_file or write_file can do it.`
+it to read, search or edit files when read_file, grep, list_files, edit_file or write_file can do it.
+Commands usually run in a sandbox: they write only the workspace and /tmp (.git stays read-only, so git can read
+but not commit), have no network, cannot read secrets in the home folder, and every process they start ends with
+them. When the result says "blocked by the sandbox" and the command really needs that, call run_shell again with
+unsandboxed: true: the user is asked whether it may run outside the sandbox.`

@@ -299,3 +299,32 @@ describe("a parser that cannot load", () => {
     expect(await decide("ls", { mode: "auto", parser: broken })).toBe("allow")
   })
 })
+
+describe("red team: running outside the OS sandbox", () => {
+  const out = (command: string): Approvals.Request => ({ ...shellRequest(command), unsandboxed: true })
+
+  it.each(["auto", "auto-edit", "ask"] as const)("always asks in %s mode, whatever the allow rules", async (mode) => {
+    expect(await decide(out("npm test"), { mode, rules: ["allow", "allow:npm test*"] })).toBe("ask")
+    const p = await run(Effect.flatMap(service({ mode }), (s) => s.propose!(out("npm test"))))
+    // no rule is offered: an answer about leaving the sandbox is never stored
+    expect(p.proposal).toBeUndefined()
+    expect(p.warnings?.[0]).toBe(Approvals.UNSANDBOXED_WARNING)
+  })
+
+  it("a deny rule still denies it", async () => {
+    expect(await decide(out("rm -rf build"), { mode: "auto", rules: ["deny:rm*"] })).toBe("deny")
+  })
+
+  it("only an answer with unsandboxed: true lets it out, once, and stores nothing", async () => {
+    const s = await run(service({ mode: "auto" }))
+    const yes = await run(s.remember(out("npm test"), { allow: true, scope: "session", rule: rule("allow:npm test*") }))
+    expect(yes).toMatchObject({ allow: true, scope: "once" })
+    expect(yes.unsandboxed).toBeUndefined()
+    const outside = await run(s.remember(out("npm test"), { allow: true, scope: "project", unsandboxed: true }))
+    expect(outside).toMatchObject({ allow: true, scope: "once", unsandboxed: true })
+    expect(outcomeOf(await run(s.check(out("npm test"))))).toBe("ask")
+    // an unsandboxed answer to a call that did not ask for it changes nothing
+    const plain = await run(s.remember(shellRequest("npm test"), { allow: true, scope: "once", unsandboxed: true }))
+    expect(plain.unsandboxed).toBeUndefined()
+  })
+})

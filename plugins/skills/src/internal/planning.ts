@@ -1,6 +1,9 @@
+import * as fs from "node:fs"
+import * as path from "node:path"
 import type { Prompt } from "@effect/ai"
-import { Agent, Approvals, Recorder, type Skill, Tools } from "@musekit/core"
-import { Effect, Schema } from "effect"
+import { Agent, Approvals, Recorder, type Skill, Tools, Workspace } from "@musekit/core"
+import { Effect, Option, Schema } from "effect"
+import * as Goal from "../Goal.js"
 import * as Grill from "../Grill.js"
 import * as Plan from "../Plan.js"
 import { clip, helperName, messageText, record, skillError } from "./common.js"
@@ -22,6 +25,9 @@ export interface Settings {
   readonly grillBeforeApproval: boolean
   readonly parallel: boolean
   readonly crewRole: string
+  readonly verifyTimeoutMs: number
+  readonly outputTailChars: number
+  readonly cwd: string | undefined
 }
 
 export type Ctx = Skill.ContextService
@@ -412,6 +418,58 @@ const stepTask = (cur: CurrentPlan, step: Plan.Step, index: number, total: numbe
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
+/** Write tool calls of a turn (from the history it added) that failed and were not made good later. */
+const failedWrites = (added: ReadonlyArray<Prompt.MessageEncoded>, writeTools: ReadonlySet<string>) => {
+  const calls = new Map<string, { readonly name: string; readonly path: string }>()
+  const failed = new Map<string, string>()
+  for (const m of added) {
+    if (m.role === "assistant" && typeof m.content !== "string") {
+      for (const p of m.content) {
+        if (p.type !== "tool-call" || !writeTools.has(p.name)) continue
+        const path = (p.params as { path?: unknown } | null)?.path
+        calls.set(p.id, { name: p.name, path: typeof path === "string" ? path : "" })
+      }
+    }
+    if (m.role !== "tool") continue
+    for (const r of m.content) {
+      const call = calls.get(r.id)
+      if (!call) continue
+      if (r.isFailure) {
+        const error = (r.result as { error?: unknown } | null)?.error
+        failed.set(
+          call.path,
+          `${call.name}${call.path ? ` of ${call.path}` : ""} failed${typeof error === "string" ? `: ${error}` : ""}`
+        )
+      } else failed.delete(call.path)
+    }
+  }
+  return [...failed.values()]
+}
+
+/**
+ * The command a step's `verify` names, if it names one: the text in backticks, or the whole line
+ * when its first word is a program on the PATH (`npm test`, `test -f notes/a.txt`). A check to be
+ * done by looking ("notes/a.txt exists") names none.
+ */
+export const verifyCommand = (verify: string, cwd: string): string | undefined => {
+  const quoted = /`([^`\n]+)`/.exec(verify)?.[1]?.trim()
+  const line = quoted ?? (verify.includes("\n") ? undefined : verify.trim())
+  if (!line) return undefined
+  const first = /^[^\s;&|<>()]+/.exec(line)?.[0]
+  if (!first) return undefined
+  if (quoted) return line
+  const isProgram = (p: string) => {
+    try {
+      return fs.statSync(p).isFile() && (fs.statSync(p).mode & 0o111) !== 0
+    } catch {
+      return false
+    }
+  }
+  if (first.includes("/")) return isProgram(path.resolve(cwd, first)) ? line : undefined
+  const dirs = (process.env.PATH ?? "").split(path.delimiter).filter(Boolean)
+  return dirs.some((d) => isProgram(path.join(d, first))) ? line : undefined
+}
+
 const statusOf = (r: { readonly status: string; readonly text: string }) => {
   if (r.status !== "completed") return r.status
   const last = [...r.text.matchAll(/STEP STATUS:\s*(done|blocked)/gi)].at(-1)
@@ -432,6 +490,50 @@ export const execute = (ctx: Ctx, settings: Settings, cur: CurrentPlan) =>
     st.executions++
     const run = st.executions
     const owner = ctx.agent.name
+    const cwd = settings.cwd ?? (yield* Workspace.Workspace).root
+    const registry = yield* Effect.serviceOption(Tools.Tools)
+    const writeTools = new Set(
+      Option.match(registry, {
+        onNone: () => [],
+        onSome: (r) => r.list.filter((t) => t.effect === "write").map((t) => t.name)
+      })
+    )
+
+    /** Run a step's verify command in the workspace, recorded (a replay serves the result from the log). */
+    const verifyStep = (step: Plan.Step, command: string) =>
+      Effect.gen(function* () {
+        const { value } = yield* Recorder.step<Goal.CommandResult, never, never>({
+          agent: owner,
+          intent: {
+            type: "plan.step.verify.started",
+            data: { id: cur.id, version: cur.version, step: step.id, command }
+          },
+          run: () => Goal.runCommand({ command, cwd, timeoutMs: settings.verifyTimeoutMs }),
+          outcome: (r) => ({
+            type: "plan.step.verified",
+            data: {
+              id: cur.id,
+              version: cur.version,
+              step: step.id,
+              command,
+              passed: r.exitCode === 0 && !r.timedOut,
+              exitCode: r.exitCode,
+              timedOut: r.timedOut,
+              durationMs: r.durationMs,
+              output: r.output.slice(-settings.outputTailChars)
+            }
+          }),
+          outcomeTypes: ["plan.step.verified"],
+          fromOutcome: (e) => {
+            const d = e.data as any
+            return { exitCode: d.exitCode, output: d.output, timedOut: d.timedOut, durationMs: d.durationMs }
+          }
+        })
+        const passed = value.exitCode === 0 && !value.timedOut
+        const status = value.timedOut ? "timed out" : `exit ${value.exitCode ?? "none"}`
+        yield* ctx.output(`${passed ? "✓" : "✗"} verify [${step.id}] \`${command}\` ${passed ? "passed" : status}`)
+        return { passed, status, output: value.output.slice(-settings.outputTailChars) }
+      })
     const total = cur.plan.steps.length
     const base = { id: cur.id, version: cur.version }
     cur.status = "running"
@@ -532,15 +634,32 @@ export const execute = (ctx: Ctx, settings: Settings, cur: CurrentPlan) =>
           ? [{ type: "text", text }]
           : [pinnedPart("plan", `Approved plan (${cur.id}):\n${show(cur)}`), { type: "text", text }]
         pinned = true
+        const before = (yield* ctx.agent.history).length
         const r = yield* ctx.agent.send(content, ctx.sendOptions)
-        const status = statusOf(r)
-        yield* completed(step, status, r.text || r.reason || "", index)
         if (r.status === "interrupted") {
+          yield* completed(step, "interrupted", r.reason ?? "", index)
           yield* finish("failed", `step ${step.id} was interrupted`)
           return yield* new Stopped({ reason: "the turn was interrupted" })
         }
+        // done only when what it changed was changed and its verify command (if it names one) passes
+        let status = statusOf(r)
+        let summary = r.text || r.reason || ""
+        const failures = failedWrites((yield* ctx.agent.history).slice(before), writeTools)
+        if (failures.length > 0) {
+          status = "failed"
+          summary = `${failures.join("; ")}${summary ? `\n${summary}` : ""}`
+        }
+        const command = status === "done" ? verifyCommand(step.verify, cwd) : undefined
+        if (command !== undefined) {
+          const check = yield* verifyStep(step, command)
+          if (!check.passed) {
+            status = "failed"
+            summary = `verify \`${command}\` failed (${check.status}):\n${check.output}`
+          }
+        }
+        yield* completed(step, status, summary, index)
         if (status !== "done") {
-          return yield* finish("failed", `step ${step.id} ${status}: ${clip(r.text || r.reason || "", 300)}`)
+          return yield* finish("failed", `step ${step.id} ${status}: ${clip(summary, 300)}`)
         }
       }
     }

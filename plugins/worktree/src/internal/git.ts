@@ -1,9 +1,10 @@
 /**
- * Running real `git` as a child process, with lock-contention retries.
+ * Running real `git` as a child process, hardened, with lock-contention retries.
  *
  * @internal
  */
 import { spawn } from "node:child_process"
+import { Git } from "@musekit/node"
 import { Duration, Effect, Schedule, Schema } from "effect"
 
 /** A git command exited non-zero or could not be started. */
@@ -38,29 +39,15 @@ export interface RunOptions {
   readonly optionalLocks?: boolean | undefined
 }
 
-const inheritedEnv = (): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) {
-    // Variables a surrounding git process (a hook, `git rebase --exec`) may have set would redirect us.
-    if (v === undefined || k === "GIT_DIR" || k === "GIT_WORK_TREE" || k === "GIT_INDEX_FILE" || k === "GIT_PREFIX")
-      continue
-    env[k] = v
-  }
-  return env
-}
-
-/** Run `git <args>`; never fails on a non-zero exit (see {@link git} for that). */
-export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Effect<GitResult, GitFailed> =>
+/** Start `git <args>` with a prepared environment; never fails on a non-zero exit. */
+const spawnGit = (
+  args: ReadonlyArray<string>,
+  cwd: string,
+  env: Record<string, string>,
+  input: string | Buffer | undefined
+): Effect.Effect<GitResult, GitFailed> =>
   Effect.async<GitResult, GitFailed>((resume) => {
-    const env = {
-      ...inheritedEnv(),
-      LC_ALL: "C",
-      LANGUAGE: "C",
-      GIT_TERMINAL_PROMPT: "0",
-      ...(options.optionalLocks === false ? { GIT_OPTIONAL_LOCKS: "0" } : {}),
-      ...options.env
-    }
-    const child = spawn("git", args as Array<string>, { cwd: options.cwd, env, stdio: ["pipe", "pipe", "pipe"] })
+    const child = spawn("git", args as Array<string>, { cwd, env, stdio: ["pipe", "pipe", "pipe"] })
     const out: Array<Buffer> = []
     const err: Array<Buffer> = []
     let done = false
@@ -74,7 +61,7 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
     child.on("error", (e) => {
       if (done) return
       done = true
-      resume(Effect.fail(new GitFailed({ args: [...args], cwd: options.cwd, exitCode: -1, stderr: e.message })))
+      resume(Effect.fail(new GitFailed({ args: [...args], cwd, exitCode: -1, stderr: e.message })))
     })
     child.on("close", (code, signal) => {
       if (done) return
@@ -90,7 +77,7 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
         })
       )
     })
-    if (options.input !== undefined) child.stdin.end(options.input)
+    if (input !== undefined) child.stdin.end(input)
     else child.stdin.end()
     // On interruption, stop git and wait until it is gone, so whatever runs next (a rollback)
     // never races a git process still writing into the same worktree.
@@ -103,6 +90,41 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
       })
       child.kill("SIGTERM")
     })
+  })
+
+/**
+ * Run `git <args>` hardened (see `Git` in `@musekit/node`): fixed overrides, a clean environment,
+ * and — for commands that may read file contents — overrides for every filter and driver the
+ * repository's own configuration defines, listed just before. Never fails on a non-zero exit (see
+ * {@link git} for that); fails when git is missing or too old, or the configuration cannot be listed.
+ */
+export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Effect<GitResult, GitFailed> =>
+  Effect.gen(function* () {
+    const problem = Git.versionProblem()
+    if (problem) return yield* new GitFailed({ args: [...args], cwd: options.cwd, exitCode: -1, stderr: problem })
+    const extra = {
+      ...(options.optionalLocks === false ? { GIT_OPTIONAL_LOCKS: "0" } : {}),
+      ...options.env
+    }
+    let overrides: ReadonlyArray<readonly [string, string]> = []
+    if (Git.readsContent(args)) {
+      // listed again whenever a file behind the configuration changed
+      const env = Git.environment([], extra)
+      const known = Git.knownOverrides(options.cwd, env)
+      if (known) overrides = known
+      else {
+        const list = yield* spawnGit(Git.LIST_CONFIG, options.cwd, env, undefined)
+        if (list.code !== 0)
+          return yield* new GitFailed({
+            args: [...Git.LIST_CONFIG],
+            cwd: options.cwd,
+            exitCode: list.code,
+            stderr: list.stderr
+          })
+        overrides = Git.overridesFromListing(list.stdout, options.cwd, env)
+      }
+    }
+    return yield* spawnGit(args, options.cwd, Git.environment(overrides, extra), options.input)
   })
 
 /** Run `git <args>`; a non-zero exit fails with {@link GitFailed}. */

@@ -8,13 +8,14 @@
  * the same session in place: the log is replayed to its end and the prompt comes back.
  */
 import * as readline from "node:readline"
-import { Approvals, type Event } from "@musekit/core"
-import { EventLogFile, SessionRuntime } from "@musekit/node"
+import { Approvals, type Event, Stop } from "@musekit/core"
+import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
 import { escapeOutput, escapeUnsafe, type Style, stringifySafe, styleFor, truncate } from "../ansi.js"
 import { type CliError, ExitCode } from "../exit.js"
 import * as History from "../history.js"
 import * as Mcp from "../mcp.js"
+import type * as Model from "../model.js"
 import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import * as Session from "../session.js"
@@ -77,6 +78,8 @@ type State =
 const LOCAL_COMMANDS: ReadonlyArray<{ readonly name: string; readonly description: string }> = [
   { name: "agents", description: "the crew: members, status, current task" },
   { name: "approve", description: "set the approval mode: /approve read-only|ask|auto-edit|auto" },
+  { name: "sandbox", description: "the OS sandbox of shell commands: /sandbox workspace-write|read-only|off" },
+  { name: "status", description: "the session: model, approvals, sandbox (and why there is none)" },
   { name: "model", description: "the model, its window and price, tokens and cost so far" },
   { name: "mcp", description: "the session's MCP servers: status and tools" },
   { name: "help", description: "this help" },
@@ -99,37 +102,47 @@ const noChoices: ReadonlyArray<Choice> = [
  * "always" only where a saved rule takes effect again (a folder with trusted settings, or none).
  */
 const toolChoices = (request: Approvals.Request, hidden: number, alwaysOk: boolean): ReadonlyArray<Choice> =>
-  hidden > 0
+  request.unsandboxed && hidden === 0
     ? [
-        { key: "v", label: `show all (${hidden} more lines)`, expand: true },
-        ...(request.tool === "/plan"
-          ? [{ key: "n", label: "drop it", answer: { allow: false, scope: "once" } } satisfies Choice]
-          : noChoices)
+        // the only yes is the explicit one: outside the sandbox, this once
+        {
+          key: "u",
+          label: "run unsandboxed",
+          answer: { allow: true, scope: "once", unsandboxed: true }
+        },
+        ...noChoices
       ]
-    : request.tool === "/plan"
+    : hidden > 0
       ? [
-          { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
-          {
-            key: "e",
-            label: "edit…",
-            withText: {
-              prompt: "what to change › ",
-              answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
-            }
-          },
-          {
-            key: "r",
-            label: "reject…",
-            withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
-          },
-          { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+          { key: "v", label: `show all (${hidden} more lines)`, expand: true },
+          ...(request.tool === "/plan"
+            ? [{ key: "n", label: "drop it", answer: { allow: false, scope: "once" } } satisfies Choice]
+            : noChoices)
         ]
-      : [
-          { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
-          ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
-          ...(request.proposal && alwaysOk ? [{ key: "a", label: "yes, always…", confirm: "project" } as const] : []),
-          ...noChoices
-        ]
+      : request.tool === "/plan"
+        ? [
+            { key: "y", label: "approve", answer: { allow: true, scope: "once" } },
+            {
+              key: "e",
+              label: "edit…",
+              withText: {
+                prompt: "what to change › ",
+                answer: (t) => ({ allow: false, scope: "once", reason: `edit: ${t}` })
+              }
+            },
+            {
+              key: "r",
+              label: "reject…",
+              withText: { prompt: "why › ", answer: (t) => ({ allow: false, scope: "once", reason: t }) }
+            },
+            { key: "n", label: "drop it", answer: { allow: false, scope: "once" } }
+          ]
+        : [
+            { key: "y", label: "yes", answer: { allow: true, scope: "once" } },
+            ...(request.proposal ? [{ key: "s", label: "yes, this session…", confirm: "session" } as const] : []),
+            ...(request.proposal && alwaysOk ? [{ key: "a", label: "yes, always…", confirm: "project" } as const] : []),
+            ...noChoices
+          ]
 
 export class App {
   readonly screen: Screen
@@ -154,9 +167,20 @@ export class App {
   /** Events below this seq were recorded before the current (re)start of the session. */
   replayedBelow = 0
   approvalMode: string
+  sandboxMode: Sandbox.Mode
   exitRequested = false
-  cancel: (() => void) | undefined
+  /** Press the session's stop button (with the reason recorded). */
+  cancel: ((reason: string) => void) | undefined
   hardExit: (() => void) | undefined
+  /** The last text a skill printed (a plan it shows is not shown again by its approval question). */
+  lastOutput = ""
+  /** Per agent, the tool call its latest question is about; diffs shown in a question are not shown again. */
+  private asking = new Map<string, string>()
+  private diffShown = new Set<string>()
+  /** A retry of the model's HTTP client being waited for: the status line counts it down. */
+  retrying:
+    | { readonly until: number; readonly reason: string; readonly attempt: number; readonly of: number }
+    | undefined
   /** Whether "yes, always" is offered (its rule is saved where it takes effect again). */
   alwaysOk = false
   /** Told after a "yes, always" rule was saved. */
@@ -177,6 +201,7 @@ export class App {
     this.style = styleFor(out)
     this.screen = new Screen(out, this.style)
     this.approvalMode = config.approvalMode
+    this.sandboxMode = config.sandbox?.mode ?? "workspace-write"
     this.markdown = new Render.Markdown(this.style)
     this.editor = new Editor((text) => this.completions(text))
   }
@@ -191,6 +216,8 @@ export class App {
     if (!text.startsWith("/")) return []
     const approve = /^\/approve\s+(\S*)$/.exec(text)
     if (approve) return MODES.filter((m) => m.startsWith(approve[1]!)).map((m) => `/approve ${m}`)
+    const sandbox = /^\/sandbox\s+(\S*)$/.exec(text)
+    if (sandbox) return Sandbox.modes.filter((m) => m.startsWith(sandbox[1]!)).map((m) => `/sandbox ${m}`)
     if (/\s/.test(text)) return []
     return this.commandNames()
       .filter((n) => `/${n}`.startsWith(text))
@@ -231,7 +258,15 @@ export class App {
       const frame = s.cyan(SPINNER[this.spinnerFrame % SPINNER.length]!)
       const now = performance.now()
       const act = this.activity
-      const label = act ? act.label : this.phase
+      const retry = this.retrying
+      const wait = retry ? Math.ceil((retry.until - Date.now()) / 1000) : 0
+      if (retry && wait <= 0) this.retrying = undefined
+      const label =
+        retry && wait > 0
+          ? s.yellow(`retrying in ${wait} s: ${retry.reason} (retry ${retry.attempt} of ${retry.of})`)
+          : act
+            ? act.label
+            : this.phase
       const elapsed = Render.fmtDuration(now - (act ? act.since : this.busySince))
       lines.push(truncate(`${frame} ${label} ${s.dim(`· ${elapsed}`)}`, w))
       if (act?.output) lines.push(truncate(s.dim(`  ${act.output}`), w))
@@ -351,6 +386,13 @@ export class App {
     this.totals.add(e)
     const data = (e.data ?? {}) as any
     this.trackCrew(e, data)
+    if (e.type === "model.responded" || e.type === "model.failed") this.retrying = undefined
+    if (e.type === "approval.requested" && typeof data.callId === "string") this.asking.set(e.agent, data.callId)
+    // the plan skill tells its plans and steps itself (its output); the events would say it again
+    if (e.type.startsWith("plan.")) {
+      this.draw()
+      return
+    }
     if (e.type === "model.requested" && e.agent === "main") {
       this.activity = undefined
       this.phase = "thinking"
@@ -377,12 +419,14 @@ export class App {
       if (data.allow && data.scope === "project") this.onAlwaysSaved?.()
       return
     }
+    const diffSeen = e.type === "tool.completed" && this.diffShown.delete(`${e.agent}\u0000${data.callId}`)
     const lines = Render.eventLines(e, {
       style: this.style,
       columns: this.screen.columns,
       mainText: false,
       transcript: false,
-      maxDiffLines: 40
+      // a diff the question showed is not shown again: its stat line says it was applied
+      maxDiffLines: diffSeen ? 0 : 40
     })
     const wrapped = Render.wrapAll(lines, this.screen.columns)
     if (wrapped.length > 0) {
@@ -397,7 +441,7 @@ export class App {
         this.crew.set(e.agent, { role: String(data.role ?? "?"), status: "idle", task: null, tasks: 0 })
         return
       case "crew.task.received":
-        if (m && data.kind !== "stop") {
+        if (m && data.kind !== "stop" && data.kind !== "fail") {
           m.status = "working"
           m.task = String(data.text ?? "").split("\n")[0] ?? null
           m.tasks++
@@ -474,6 +518,33 @@ export class App {
     ]
   }
 
+  /** The sandbox as it stands (the mode set here, what this machine can run). */
+  sandboxStatus(): Sandbox.Status {
+    const settings = this.config.sandbox
+    const availability = Sandbox.detect()
+    return {
+      mode: this.sandboxMode,
+      active: this.sandboxMode !== "off" && availability.available,
+      availability,
+      network: settings?.network?.allow ?? [],
+      writable: settings?.writable ?? [],
+      processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES
+    }
+  }
+
+  statusLines(): Array<string> {
+    const s = this.style
+    const st = this.sandboxStatus()
+    const line = escapeUnsafe(Sandbox.describe(st), s)
+    return [
+      `${s.bold("session")} ${escapeUnsafe(this.session, s)} · ${escapeUnsafe(this.config.root, s)}`,
+      `  model ${escapeUnsafe(this.config.model, s)} · approvals ${escapeUnsafe(this.approvalMode, s)}`,
+      `  ${st.active || st.mode === "off" ? line : s.yellow(line)}`,
+      ...(st.writable.length > 0 ? [s.dim(`  also writable: ${escapeUnsafe(st.writable.join(", "), s)}`)] : []),
+      s.dim("  /sandbox workspace-write|read-only|off changes it; /approve changes the approval mode")
+    ]
+  }
+
   modelLines(): Array<string> {
     const s = this.style
     const info = ModelInfo.lookup(this.config.model)
@@ -533,6 +604,24 @@ export class App {
         case "model":
           this.print([s.cyan(`› ${shown}`), ...this.modelLines(), ""])
           return
+        case "status":
+          this.print([s.cyan(`› ${shown}`), ...this.statusLines(), ""])
+          return
+        case "sandbox":
+          if (arg === "") {
+            this.print([s.cyan(`› ${shown}`), ...this.statusLines(), ""])
+            return
+          }
+          if (!(Sandbox.modes as ReadonlyArray<string>).includes(arg)) {
+            this.print([
+              s.cyan(`› ${shown}`),
+              s.yellow(`usage: /sandbox ${Sandbox.modes.join("|")} (now: ${this.sandboxMode})`),
+              ""
+            ])
+            return
+          }
+          this.sandboxMode = arg as Sandbox.Mode
+          break
         case "mcp": {
           const lines = this.mcpLines ? Effect.runSync(this.mcpLines()) : ["no MCP servers in this session."]
           this.print([s.cyan(`› ${t}`), ...lines, ""])
@@ -590,7 +679,13 @@ export class App {
     this.stopSpinner()
     const s = this.style
     const who = `${s.magenta(escapeUnsafe(request.agent, s))} `
-    const verb = request.effect === "exec" ? "run" : request.effect === "write" ? "change a file" : "use"
+    const verb = request.unsandboxed
+      ? "run OUTSIDE the sandbox"
+      : request.effect === "exec"
+        ? "run"
+        : request.effect === "write"
+          ? "change a file"
+          : "use"
     const command = request.summary.replace(/\n$/, "")
     const multiLine = request.tool === "run_shell" && command.includes("\n")
     const head =
@@ -603,7 +698,12 @@ export class App {
     if (multiLine) body.push(...Render.commandLines(request.summary, s).map((l) => `  ${s.bold(l)}`))
     // why it asks although a rule or the mode might let it run (a protected path, what no rule covers)
     for (const w of request.warnings ?? []) body.push(`  ${s.yellow("!")} ${escapeUnsafe(w, s)}`)
-    if (request.preview) {
+    const planAbove =
+      request.tool === "/plan" && request.preview !== undefined && this.lastOutput.endsWith(request.preview)
+    if (planAbove) body.push(s.dim("  (the plan above)"))
+    else if (request.preview) {
+      const callId = this.asking.get(request.agent)
+      if (request.tool !== "/plan" && callId !== undefined) this.diffShown.add(`${request.agent}\u0000${callId}`)
       body.push(
         ...(request.tool === "/plan"
           ? request.preview.split("\n").map((l) => `  ${escapeUnsafe(l, s, { tabs: "spaces" })}`)
@@ -807,8 +907,15 @@ export class App {
     }
     if (st._tag === "approval") this.state = { _tag: "busy" }
     this.flushText()
-    this.print([this.style.yellow("■ cancelling… (ctrl-c again to exit)")])
-    this.cancel?.()
+    this.print([this.style.yellow("■ stopping: the running turn and the crew's work (ctrl-c again to exit)")])
+    this.phase = "stopping"
+    this.activity = undefined
+    this.cancel?.("stopped by the user (Ctrl-C)")
+  }
+
+  /** End the wait for input, if the session is waiting for it (leaving). */
+  finishInputIfWaiting(): void {
+    if (this.state._tag === "idle") this.finishInput(undefined)
   }
 
   close(lines: ReadonlyArray<string>): void {
@@ -825,7 +932,9 @@ const welcome = (app: App, prepared: Session.Prepared, session: string, resumed:
   return [
     `${s.bold("muse")} ${s.dim(version())} · ${s.cyan(escapeUnsafe(prepared.config.model, s))} · ${escapeUnsafe(root, s)}`,
     s.dim(
-      `${resumed ? "resumed" : "session"} ${session} · approvals ${prepared.config.approvalMode} · crew ${prepared.config.crew ? "on" : "off"}`
+      `${resumed ? "resumed" : "session"} ${session} · approvals ${prepared.config.approvalMode} · sandbox ${
+        app.sandboxStatus().active ? app.sandboxMode : app.sandboxMode === "off" ? "off" : "unavailable"
+      } · crew ${prepared.config.crew ? "on" : "off"}`
     ),
     s.dim("Type a task, or /help. Ctrl-C cancels a turn, Ctrl-D exits."),
     ...prepared.notices.map((w) => s.yellow(`! ${escapeUnsafe(w, s)}`)),
@@ -924,6 +1033,9 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
   Effect.gen(function* () {
     const resuming = options.resume !== undefined
     const stdin = options.stdin
+    // the model's retries (429, 5xx, a lost connection) reach the status line, once there is one
+    let onRetry: ((retry: Model.Retry) => void) | undefined
+    const env: Session.Env = { ...options.env, onRetry: (retry) => onRetry?.(retry) }
     const style = styleFor(options.stdout)
     // keys typed while muse starts are kept for the prompt; a question drawn meanwhile never takes them
     const early: Array<[string | undefined, Key]> = []
@@ -993,15 +1105,16 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     const started = yield* Effect.either(
       Effect.gen(function* () {
         if (options.resume) {
-          const dir = yield* Session.stateDirFor(options.flags, options.env)
-          const session = options.resume.session ?? (yield* Session.latestSession(dir))
-          const prepared = yield* Session.prepareResume(session, options.flags, options.env, decide)
+          const session =
+            options.resume.session ??
+            (yield* Session.latestSession((yield* Session.storeFor(options.flags, options.env)).store))
+          const prepared = yield* Session.prepareResume(session, options.flags, env, decide)
           // the whole session, for the cost so far and the transcript's last lines
-          const past = (yield* Session.readRecorded(session, prepared.stateDir)).events
+          const past = (yield* Session.readRecorded(session, prepared.store)).events
           return { session, prepared: prepared as Session.Prepared, past }
         }
         const session = EventLogFile.newSessionId()
-        const prepared = yield* Session.prepareNew(options.flags, options.env, session, "", decide)
+        const prepared = yield* Session.prepareNew(options.flags, env, session, "", decide)
         return { session, prepared, past: [] as ReadonlyArray<Event.Envelope> }
       })
     )
@@ -1038,10 +1151,32 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
         }
       }
     }
-    const onResize = () => app.screen.redraw()
+    onRetry = (retry) => {
+      app.retrying = {
+        until: Date.now() + retry.delayMs,
+        reason: retry.reason,
+        attempt: retry.attempt,
+        of: retry.maxRetries
+      }
+      app.draw()
+    }
+    const onResize = () => {
+      app.screen.redraw()
+      app.draw()
+    }
     options.stdout.on("resize", onResize)
     const onSigint = () => app.onKey(undefined, { name: "c", ctrl: true })
     process.on("SIGINT", onSigint)
+    // SIGTERM: stop what runs, save, and leave
+    let terminated = false
+    const onSigterm = () => {
+      terminated = true
+      app.exitRequested = true
+      app.cancel?.("stopped by SIGTERM")
+      app.finishInputIfWaiting()
+    }
+    process.on("SIGTERM", onSigterm)
+    const stop = yield* Stop.make
 
     if (past.length > 0) {
       const lines: Array<string> = []
@@ -1068,6 +1203,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
         Effect.promise(() => app.nextInput()),
         (t) => (t === undefined ? Option.none() : Option.some(t))
       ),
+      stop,
       prompter: {
         ask: (request) =>
           Effect.async<Approvals.Answer>((resume) => {
@@ -1093,66 +1229,45 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
             app.print([`checkpoint not used (${escapeUnsafe(info.ignored, app.style)}); replaying the whole log`])
         }),
       output: (text) =>
-        Effect.sync(() =>
+        Effect.sync(() => {
+          app.lastOutput = text
           app.print([...escapeUnsafe(text.replace(/\n$/, ""), app.style, { newlines: true }).split("\n"), ""])
-        )
+        })
     }
     const services = (events: ReadonlyArray<Event.Envelope>): SessionRuntime.Services => ({
       languageModel: prepared.languageModel,
       plugins: prepared.plugins.plugins,
-      tools: Tools.make(events)
+      tools: Tools.make(events),
+      sandbox: prepared.sandboxOptions
     })
 
-    let mode: "start" | "resume" = resuming ? "resume" : "start"
     let code: number = ExitCode.Success
     let failure: string | undefined
     app.setBusy(resuming ? "resuming" : "starting")
-    while (true) {
-      const recorded =
-        mode === "start"
-          ? []
-          : yield* EventLogFile.readSession(session, { dir: prepared.stateDir }).pipe(Effect.orElseSucceed(() => []))
-      app.replayedBelow = recorded.length
-      const program =
-        mode === "start"
-          ? SessionRuntime.start({
-              config: prepared.config,
-              session,
-              io,
-              services: services([]),
-              dir: prepared.stateDir
-            })
-          : SessionRuntime.resume({ session, io, services: services(recorded), dir: prepared.stateDir })
-      const fiber = yield* Effect.fork(program as Effect.Effect<unknown, unknown>)
-      let cancelled = false
-      app.cancel = () => {
-        cancelled = true
-        Effect.runFork(Fiber.interrupt(fiber))
-      }
-      app.hardExit = () => {
-        cancelled = false
-        Effect.runFork(Fiber.interrupt(fiber))
-      }
-      const exit = yield* Fiber.await(fiber)
-      app.cancel = undefined
-      if (cancelled && !app.exitRequested) {
-        mode = "resume"
-        app.setBusy("resuming")
-        continue
-      }
-      if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-        const err = Cause.squash(exit.cause) as any
-        failure =
-          err?._tag === "SessionLocked"
-            ? `session ${session} is in use by process ${err.pid}`
-            : (err?.message ?? String(err))
-        code = ExitCode.Failed
-      }
-      break
-    }
+    const recorded = resuming ? yield* prepared.store.read(session).pipe(Effect.orElseSucceed(() => [])) : []
+    app.replayedBelow = recorded.length
+    const program = resuming
+      ? SessionRuntime.resume({ session, io, services: services(recorded), store: prepared.store })
+      : SessionRuntime.start({ config: prepared.config, session, io, services: services([]), store: prepared.store })
+    const fiber = yield* Effect.fork(program as Effect.Effect<unknown, unknown>)
+    // Ctrl-C presses the session's stop button: the main agent's turn and every crew member's end,
+    // and the session asks for the next input; reports that come later wait for it
+    app.cancel = (reason) => Effect.runFork(stop.request(reason))
+    app.hardExit = () => Effect.runFork(Fiber.interrupt(fiber))
+    const exit = yield* Fiber.await(fiber)
+    app.cancel = undefined
+    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+      const err = Cause.squash(exit.cause) as any
+      failure =
+        err?._tag === "SessionLocked"
+          ? `session ${session} is in use by process ${err.pid}`
+          : (err?.message ?? String(err))
+      code = ExitCode.Failed
+    } else if (terminated) code = ExitCode.Terminated
     yield* prepared.plugins.close
     options.stdout.off("resize", onResize)
     process.off("SIGINT", onSigint)
+    process.off("SIGTERM", onSigterm)
     app.gate.dispose()
     yield* restoreTerminal
     const s = app.style
@@ -1162,4 +1277,4 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       s.dim(`continue it with: muse resume ${session}`)
     ])
     return code
-  })
+  }).pipe(Effect.scoped)

@@ -2,7 +2,9 @@
  * A scrolling screen with a live footer: finished lines go into the terminal's scrollback as
  * ordinary output, and a few footer lines at the bottom (streamed text in progress, spinner,
  * prompt, status) are redrawn in place. Every line is wrapped narrower than the terminal, so the
- * footer's height is known exactly and redrawing never leaves debris. Every line passes
+ * footer's height is known exactly and redrawing never leaves debris. A resize is the exception
+ * (terminals reflow what they show, each in its own way): after one the screen is cleared and its
+ * last lines printed again at the new width, under the footer drawn anew. Every line passes
  * `terminalSafe` first: only muse's own colors reach the terminal as escape sequences.
  *
  * @example
@@ -33,6 +35,8 @@ export class Screen {
   private cursorRow = 0
   private drawn = 0
   private closed = false
+  /** The last lines printed (as given, before wrapping), to fill the screen again after a resize. */
+  private recent: Array<string> = []
 
   constructor(
     private readonly out: Output,
@@ -61,8 +65,11 @@ export class Screen {
   print(lines: ReadonlyArray<string>): void {
     const wrapped: Array<string> = []
     for (const l of lines)
-      for (const part of terminalSafe(l, this.style).split("\n"))
+      for (const part of terminalSafe(l, this.style).split("\n")) {
+        this.recent.push(part)
         wrapped.push(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
+      }
+    if (this.recent.length > 400) this.recent.splice(0, this.recent.length - 200)
     this.render(wrapped)
   }
 
@@ -115,9 +122,25 @@ export class Screen {
     this.out.write(s)
   }
 
-  /** Redraw after a resize. */
+  /**
+   * Redraw after a resize. Where the terminal left what was drawn depends on how it reflowed it, so
+   * the screen is cleared, its last lines are printed again at the new width, and the footer (which
+   * the owner sets again with `setFooter`) is drawn below them: nothing of the old footer is left.
+   */
   redraw(): void {
-    this.render([])
+    if (this.closed) return
+    const footer = this.footer.flatMap((l) => wrapLine(l, this.lineWidth))
+    const room = Math.max(0, this.rows - 1 - footer.length)
+    const lines: Array<string> = []
+    for (let i = this.recent.length - 1; i >= 0 && lines.length < room; i--) {
+      const part = this.recent[i]!
+      lines.unshift(...wrapLine(part, this.lineWidth, /^\s/.test(part) ? "    " : ""))
+    }
+    this.out.write("\x1b[H\x1b[2J")
+    this.cursorRow = 0
+    this.footer = footer
+    this.cursor = undefined
+    this.render(lines.slice(-room))
   }
 
   /** Clear the footer, leave the cursor on a fresh line, show it again. */

@@ -1,0 +1,397 @@
+/**
+ * Running `git` without letting a repository run programs through it.
+ *
+ * A repository's own configuration (`.git/config`, a worktree's `config.worktree`, files they
+ * include) and its `.gitattributes` can make git start programs: `core.fsmonitor`, hooks,
+ * `core.sshCommand`, `core.pager`, `core.editor`, clean/smudge/process filters, merge drivers,
+ * diff drivers and `textconv`, credential helpers, transports such as `ext::`. Every git process
+ * muse starts is prepared here:
+ *
+ * - **fixed overrides** ({@link fixedConfig}): no fsmonitor, hooks from `/dev/null`, no ssh, pager,
+ *   editor, askpass or credential helper, no transport at all, no signing, no automatic gc;
+ * - **the repository's drivers**: before a command that reads or writes file contents, the
+ *   configuration is listed (`git config --list --show-scope`) and every filter, merge driver,
+ *   diff command and textconv set in the repository's own scope (local or worktree, includes
+ *   followed) is overridden ({@link repoOverrides}): filters do nothing, merge drivers run git's
+ *   own three-way merge, textconv is `cat`. Those defined in the user's global config (Git LFS,
+ *   say) are kept: the user's own settings are trusted, the repository's are not;
+ * - **the environment** ({@link environment}): no system config or attributes, no prompts, and
+ *   none of the `GIT_*` variables that redirect git or name programs for it (a surrounding git
+ *   process, such as a hook, sets some of them).
+ *
+ * All overrides travel as `GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_<n>` / `GIT_CONFIG_VALUE_<n>`
+ * (command-line scope, so they win over every file, and any key name works), which needs git 2.31
+ * or newer ({@link versionProblem}). `safe.directory` is left alone: a repository owned by
+ * someone else is refused by git itself, with git's own message.
+ *
+ * @example
+ * ```ts
+ * import { Git } from "@musekit/node"
+ *
+ * const r = Git.runSync(["rev-parse", "--show-toplevel"], { cwd: process.cwd() })
+ * if (r.status === 0) console.log(r.stdout.trim())
+ * ```
+ */
+import { type SpawnSyncReturns, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+/** Config every muse git call runs with, whatever any config file says. */
+export const fixedConfig: ReadonlyArray<readonly [key: string, value: string]> = [
+  ["core.fsmonitor", "false"],
+  ["core.hooksPath", "/dev/null"],
+  ["core.sshCommand", "false"],
+  ["core.askPass", ""],
+  ["core.pager", "cat"],
+  ["core.editor", ":"],
+  ["sequence.editor", ":"],
+  ["credential.helper", ""],
+  ["protocol.allow", "never"],
+  ["diff.external", "false"],
+  ["commit.gpgSign", "false"],
+  ["tag.gpgSign", "false"],
+  ["merge.verifySignatures", "false"],
+  ["log.showSignature", "false"],
+  ["submodule.recurse", "false"],
+  ["gc.auto", "0"],
+  ["maintenance.auto", "false"]
+]
+
+/** What a merge driver the repository names runs instead: git's own three-way text merge. */
+export const BUILTIN_MERGE = "git merge-file --diff3 --marker-size=%L %A %O %B"
+
+/** Variables of the caller's environment git may still see (identity, where the user's config is). */
+const KEEP = new Set([
+  "GIT_CONFIG_GLOBAL",
+  "GIT_AUTHOR_NAME",
+  "GIT_AUTHOR_EMAIL",
+  "GIT_AUTHOR_DATE",
+  "GIT_COMMITTER_NAME",
+  "GIT_COMMITTER_EMAIL",
+  "GIT_COMMITTER_DATE",
+  "GIT_CEILING_DIRECTORIES",
+  "GIT_DISCOVERY_ACROSS_FILESYSTEM"
+])
+
+/**
+ * The environment of a git child process: the caller's, without the `GIT_*` variables that
+ * redirect git (`GIT_DIR`, `GIT_INDEX_FILE`, `GIT_EXEC_PATH`, `GIT_CONFIG_PARAMETERS`, …) or name
+ * programs (`GIT_SSH_COMMAND`, `GIT_EXTERNAL_DIFF`, `SSH_ASKPASS`, …), with no system config or
+ * attributes, no prompts, no pager, no editor, no transport, and `overrides` (after
+ * {@link fixedConfig}) as command-line config. `extra` is set last.
+ */
+export const environment = (
+  overrides: ReadonlyArray<readonly [string, string]> = [],
+  extra: Record<string, string> = {},
+  base: NodeJS.ProcessEnv = process.env
+): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(base)) {
+    if (v === undefined) continue
+    if (k.startsWith("GIT_") && !KEEP.has(k)) continue
+    if (k === "SSH_ASKPASS" || k === "PAGER" || k === "EDITOR" || k === "VISUAL") continue
+    env[k] = v
+  }
+  env.LC_ALL = "C"
+  env.LANGUAGE = "C"
+  env.GIT_CONFIG_NOSYSTEM = "1"
+  env.GIT_ATTR_NOSYSTEM = "1"
+  env.GIT_TERMINAL_PROMPT = "0"
+  env.GIT_ASKPASS = ""
+  env.GIT_EDITOR = ":"
+  env.GIT_SEQUENCE_EDITOR = ":"
+  env.GIT_PAGER = "cat"
+  env.GIT_ALLOW_PROTOCOL = ""
+  env.GIT_PROTOCOL_FROM_USER = "0"
+  const all = [...fixedConfig, ...overrides]
+  env.GIT_CONFIG_COUNT = String(all.length)
+  all.forEach(([k, v], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = k
+    env[`GIT_CONFIG_VALUE_${i}`] = v
+  })
+  return { ...env, ...extra }
+}
+
+/** Subcommands that never read or write file contents through attributes (no filters, drivers or textconv). */
+const PLUMBING = new Set([
+  "rev-parse",
+  "config",
+  "for-each-ref",
+  "symbolic-ref",
+  "var",
+  "cat-file",
+  "ls-files",
+  "rev-list",
+  "show-ref",
+  "merge-base",
+  "branch",
+  "version",
+  "update-ref"
+])
+
+/**
+ * Whether `git <args>` may run a filter, merge driver or textconv, so the repository's drivers must
+ * be listed and overridden first. Leading `-c key=value` pairs are skipped.
+ */
+export const readsContent = (args: ReadonlyArray<string>): boolean => {
+  let i = 0
+  while (args[i] === "-c") i += 2
+  const sub = args[i]
+  if (sub === undefined) return false
+  if (sub === "worktree") return args[i + 1] !== "list" && args[i + 1] !== "prune"
+  if (sub === "cat-file") return args.slice(i + 1).some((a) => a === "--filters" || a === "--textconv")
+  return !PLUMBING.has(sub)
+}
+
+/** The command that lists the configuration with the scope and file of each value. */
+export const LIST_CONFIG: ReadonlyArray<string> = ["config", "--list", "--show-scope", "--show-origin", "-z"]
+
+export interface ConfigEntry {
+  /** `system`, `global`, `local`, `worktree` or `command` (includes take the scope of the file including them). */
+  readonly scope: string
+  /** Where the value comes from, as git prints it: `file:<path>` (relative to where git ran), `command line:`, … */
+  readonly origin: string
+  /** As git prints it: section and variable lowercased, subsection as written. */
+  readonly key: string
+  /** `undefined` for a key given without `=` (boolean true). */
+  readonly value: string | undefined
+}
+
+/** Parse the output of {@link LIST_CONFIG} (`<scope>\0<origin>\0<key>\n<value>\0` records). */
+export const parseConfigList = (out: string): Array<ConfigEntry> => {
+  const parts = out.split("\0")
+  const entries: Array<ConfigEntry> = []
+  for (let i = 0; i + 2 < parts.length; i += 3) {
+    const scope = parts[i]!
+    const origin = parts[i + 1]!
+    const rec = parts[i + 2]!
+    const nl = rec.indexOf("\n")
+    entries.push(
+      nl < 0
+        ? { scope, origin, key: rec, value: undefined }
+        : { scope, origin, key: rec.slice(0, nl), value: rec.slice(nl + 1) }
+    )
+  }
+  return entries
+}
+
+// ---------------------------------------------------------------------------------------------
+// One listing per configuration
+
+/** A listing's overrides, with the files it depends on and their state when it was made. */
+interface Listed {
+  readonly overrides: ReadonlyArray<readonly [string, string]>
+  readonly files: ReadonlyArray<string>
+  readonly signature: string
+}
+
+const homeOf = (env: Record<string, string | undefined>) => env.HOME ?? os.homedir()
+
+/**
+ * Every file whose change (or appearance) could change what git lists in `cwd`: the files the
+ * values came from, the targets of `include.path` / `includeIf.*.path` (also those that do not
+ * exist yet), each repository config's `config.worktree`, and the user's global files.
+ */
+const filesBehind = (
+  entries: ReadonlyArray<ConfigEntry>,
+  cwd: string,
+  env: Record<string, string | undefined>
+): Array<string> => {
+  const files = new Set<string>()
+  for (const e of entries) {
+    if (!e.origin.startsWith("file:")) continue
+    const file = path.resolve(cwd, e.origin.slice("file:".length))
+    files.add(file)
+    if (e.scope === "local" && path.basename(file) === "config") {
+      files.add(path.join(path.dirname(file), "config.worktree"))
+    }
+    if ((e.key === "include.path" || /^includeif\..*\.path$/s.test(e.key)) && e.value) {
+      const target = e.value.startsWith("~/") ? path.join(homeOf(env), e.value.slice(2)) : e.value
+      files.add(path.resolve(path.dirname(file), target))
+    }
+  }
+  if (env.GIT_DIR) {
+    files.add(path.resolve(cwd, env.GIT_DIR, "config"))
+    files.add(path.resolve(cwd, env.GIT_DIR, "config.worktree"))
+  }
+  if (env.GIT_CONFIG_GLOBAL) files.add(path.resolve(cwd, env.GIT_CONFIG_GLOBAL))
+  else {
+    files.add(path.join(homeOf(env), ".gitconfig"))
+    files.add(path.join(env.XDG_CONFIG_HOME ?? path.join(homeOf(env), ".config"), "git", "config"))
+  }
+  return [...files].sort()
+}
+
+/**
+ * The state of `files` now; `undefined` when one changed too recently to tell it apart from a
+ * change right after the listing (file times may be coarse).
+ */
+const signatureOf = (files: ReadonlyArray<string>): string | undefined => {
+  const now = Date.now()
+  const parts: Array<string> = []
+  for (const f of files) {
+    try {
+      const st = fs.statSync(f)
+      if (now - st.mtimeMs < 2000 || now - st.ctimeMs < 2000) return undefined
+      parts.push(`${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`)
+    } catch {
+      parts.push("-")
+    }
+  }
+  return parts.join("|")
+}
+
+const listings = new Map<string, Listed>()
+const MAX_LISTINGS = 64
+
+const listingKey = (cwd: string, env: Record<string, string | undefined>) =>
+  JSON.stringify([
+    path.resolve(cwd),
+    env.GIT_DIR ?? "",
+    env.GIT_WORK_TREE ?? "",
+    env.GIT_CONFIG_GLOBAL ?? "",
+    homeOf(env)
+  ])
+
+/**
+ * The overrides for git run in `cwd` with `env` (made by {@link environment}) when the listing made
+ * there last is still current — none of the files behind it changed; otherwise `undefined`: list again.
+ */
+export const knownOverrides = (
+  cwd: string,
+  env: Record<string, string | undefined>
+): ReadonlyArray<readonly [string, string]> | undefined => {
+  const key = listingKey(cwd, env)
+  const l = listings.get(key)
+  if (l === undefined) return undefined
+  if (signatureOf(l.files) !== l.signature) {
+    listings.delete(key)
+    return undefined
+  }
+  return l.overrides
+}
+
+/**
+ * The overrides a fresh listing (the output of {@link LIST_CONFIG} run in `cwd` with `env`) calls
+ * for; remembered for {@link knownOverrides} while the files behind it stay as they are.
+ */
+export const overridesFromListing = (
+  out: string,
+  cwd: string,
+  env: Record<string, string | undefined>
+): ReadonlyArray<readonly [string, string]> => {
+  const entries = parseConfigList(out)
+  const overrides = repoOverrides(entries)
+  const files = filesBehind(entries, cwd, env)
+  const signature = signatureOf(files)
+  const key = listingKey(cwd, env)
+  listings.delete(key)
+  if (signature !== undefined) {
+    listings.set(key, { overrides, files, signature })
+    if (listings.size > MAX_LISTINGS) listings.delete(listings.keys().next().value!)
+  }
+  return overrides
+}
+
+/** Scopes whose settings are the user's own; everything else comes with the repository. */
+const TRUSTED = new Set(["global", "system", "command"])
+
+/**
+ * Overrides for what the repository's own configuration makes git run: every clean, smudge and
+ * process filter (off, and not required), merge driver (git's own merge), `merge.default`, diff
+ * command (refused) and textconv (`cat`) set in a scope other than the user's global one, and
+ * any per-protocol `allow`.
+ */
+export const repoOverrides = (entries: ReadonlyArray<ConfigEntry>): Array<readonly [string, string]> => {
+  const out = new Map<string, string>()
+  for (const e of entries) {
+    if (TRUSTED.has(e.scope)) continue
+    const filter = /^filter\.(.+)\.(clean|smudge|process|required)$/s.exec(e.key)
+    if (filter) {
+      const d = filter[1]!
+      out.set(`filter.${d}.clean`, "")
+      out.set(`filter.${d}.smudge`, "")
+      out.set(`filter.${d}.process`, "")
+      out.set(`filter.${d}.required`, "false")
+      continue
+    }
+    const merge = /^merge\.(.+)\.driver$/s.exec(e.key)
+    if (merge) out.set(`merge.${merge[1]!}.driver`, BUILTIN_MERGE)
+    else if (e.key === "merge.default") out.set("merge.default", "text")
+    else if (/^diff\..+\.command$/s.test(e.key)) out.set(e.key, "false")
+    else if (/^diff\..+\.textconv$/s.test(e.key)) out.set(e.key, "cat")
+    else if (/^protocol\..+\.allow$/s.test(e.key)) out.set(e.key, "never")
+  }
+  return [...out]
+}
+
+/** Oldest git that honours `GIT_CONFIG_COUNT`, which the overrides travel in. */
+export const MIN_VERSION: readonly [number, number] = [2, 31]
+
+let versionChecked: string | null | undefined
+
+/**
+ * Why muse cannot run the `git` on `PATH` (missing, or older than {@link MIN_VERSION}), or
+ * `undefined` when it can. Asked once per process.
+ */
+export const versionProblem = (): string | undefined => {
+  if (versionChecked === undefined) {
+    const r = spawnSync("git", ["version"], { encoding: "utf8", env: environment() })
+    const m = /git version (\d+)\.(\d+)/.exec(r.stdout ?? "")
+    if (r.error || r.status !== 0 || !m) {
+      versionChecked = `git is not available on PATH (${r.error?.message ?? ((r.stderr || "").trim() || "no version")}); install git ${MIN_VERSION.join(".")} or newer`
+    } else {
+      const [major, minor] = [Number(m[1]), Number(m[2])]
+      versionChecked =
+        major < MIN_VERSION[0] || (major === MIN_VERSION[0] && minor < MIN_VERSION[1])
+          ? `git ${major}.${minor} is too old: muse needs git ${MIN_VERSION.join(".")} or newer`
+          : null
+    }
+  }
+  return versionChecked ?? undefined
+}
+
+export interface RunSyncOptions {
+  readonly cwd: string
+  /** Variables set after the hardening (e.g. `GIT_INDEX_FILE`, an identity). */
+  readonly env?: Record<string, string> | undefined
+  readonly input?: string | undefined
+}
+
+/**
+ * Run `git <args>` synchronously, hardened (for start-up checks). A command that may read file
+ * contents first lists the repository's configuration; when that fails, so does the command.
+ */
+export const runSync = (args: ReadonlyArray<string>, options: RunSyncOptions): SpawnSyncReturns<string> => {
+  // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
+  const problem = readsContent(args) ? versionProblem() : undefined
+  if (problem) {
+    return {
+      pid: 0,
+      output: [],
+      stdout: "",
+      stderr: problem,
+      status: 127,
+      signal: null,
+      error: new Error(problem)
+    }
+  }
+  let overrides: ReadonlyArray<readonly [string, string]> = []
+  if (readsContent(args)) {
+    const env = environment([], options.env)
+    const known = knownOverrides(options.cwd, env)
+    if (known) overrides = known
+    else {
+      const list = spawnSync("git", LIST_CONFIG as Array<string>, { cwd: options.cwd, encoding: "utf8", env })
+      if (list.status !== 0) return list
+      overrides = overridesFromListing(list.stdout, options.cwd, env)
+    }
+  }
+  return spawnSync("git", args as Array<string>, {
+    cwd: options.cwd,
+    encoding: "utf8",
+    env: environment(overrides, options.env),
+    input: options.input
+  })
+}

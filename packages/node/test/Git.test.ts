@@ -1,0 +1,178 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { Git } from "../src/index.js"
+
+const dirs: Array<string> = []
+afterAll(() => {
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
+})
+
+const tmp = () => {
+  const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "muse-git-")))
+  dirs.push(d)
+  return d
+}
+
+// the test's own git calls never see the machine's configuration
+const home = tmp()
+fs.writeFileSync(path.join(home, "gitconfig"), "")
+const plainEnv = { ...process.env, GIT_CONFIG_GLOBAL: path.join(home, "gitconfig"), GIT_CONFIG_NOSYSTEM: "1" }
+process.env.GIT_CONFIG_GLOBAL = plainEnv.GIT_CONFIG_GLOBAL
+
+/** Plain, unhardened git (what a user's own `git` does). */
+const plain = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", args, { cwd, env: plainEnv, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+
+/** A repository whose own config runs `marker <name>` from fsmonitor, hooks and a filter named `a=b`. */
+const hostileRepo = () => {
+  const base = tmp()
+  const repo = path.join(base, "repo")
+  const marks = path.join(base, "marks")
+  fs.mkdirSync(repo)
+  fs.mkdirSync(marks)
+  plain(repo, "init", "-q", "-b", "main")
+  plain(repo, "config", "user.name", "T")
+  plain(repo, "config", "user.email", "t@example.invalid")
+  fs.writeFileSync(path.join(repo, "a.txt"), "one\n")
+  fs.writeFileSync(path.join(repo, ".gitattributes"), "*.txt filter=a=b\n")
+  plain(repo, "add", "-A")
+  plain(repo, "commit", "-q", "-m", "init")
+  const evil = path.join(base, "evil.sh")
+  fs.writeFileSync(evil, `#!/bin/sh\ntouch "${marks}/$1"\ncat\n`, { mode: 0o755 })
+  fs.appendFileSync(
+    path.join(repo, ".git", "config"),
+    `[core]\n\tfsmonitor = ${evil} fsmonitor\n[filter "a=b"]\n\tclean = ${evil} clean\n\tsmudge = ${evil} smudge\n\trequired = true\n`
+  )
+  for (const hook of ["post-index-change", "reference-transaction", "post-commit"]) {
+    fs.writeFileSync(path.join(repo, ".git", "hooks", hook), `#!/bin/sh\ntouch "${marks}/${hook}"\n`, { mode: 0o755 })
+  }
+  fs.writeFileSync(path.join(repo, "a.txt"), "two\n")
+  return { repo, marks, ran: () => fs.readdirSync(marks).sort() }
+}
+
+describe("Git", () => {
+  it("knows which commands may run a filter or driver", () => {
+    expect(Git.readsContent(["status", "--porcelain"])).toBe(true)
+    expect(Git.readsContent(["-c", "merge.conflictStyle=diff3", "merge", "--no-ff", "x"])).toBe(true)
+    expect(Git.readsContent(["worktree", "add", "--no-checkout", "p", "b"])).toBe(true)
+    expect(Git.readsContent(["worktree", "list", "--porcelain"])).toBe(false)
+    expect(Git.readsContent(["rev-parse", "HEAD"])).toBe(false)
+    expect(Git.readsContent(["cat-file", "blob", "abc"])).toBe(false)
+    expect(Git.readsContent(["cat-file", "--filters", "HEAD:a.txt"])).toBe(true)
+    expect(Git.readsContent(["some-new-command"])).toBe(true)
+  })
+
+  it("overrides the drivers a repository defines, and keeps the user's global ones", () => {
+    const out = [
+      ["global", "filter.lfs.clean\ngit-lfs clean -- %f"],
+      ["global", "filter.lfs.process\ngit-lfs filter-process"],
+      ["local", "filter.Crypt=x.smudge\nrun-me"],
+      ["worktree", "merge.evil.driver\nrun-me %A"],
+      ["local", "merge.default\nevil"],
+      ["local", "diff.pic.textconv\nrun-me"],
+      ["local", "diff.pic.command\nrun-me"],
+      ["local", "protocol.ext.allow\nalways"],
+      ["local", "user.name\nSomeone"],
+      ["local", "core.bare"]
+    ]
+      .map(([scope, rec]) => `${scope}\0file:${scope === "global" ? "/home/u/.gitconfig" : ".git/config"}\0${rec}\0`)
+      .join("")
+    const entries = Git.parseConfigList(out)
+    expect(entries.at(-1)).toEqual({ scope: "local", origin: "file:.git/config", key: "core.bare", value: undefined })
+    expect(Object.fromEntries(Git.repoOverrides(entries))).toEqual({
+      "filter.Crypt=x.clean": "",
+      "filter.Crypt=x.smudge": "",
+      "filter.Crypt=x.process": "",
+      "filter.Crypt=x.required": "false",
+      "merge.evil.driver": Git.BUILTIN_MERGE,
+      "merge.default": "text",
+      "diff.pic.textconv": "cat",
+      "diff.pic.command": "false",
+      "protocol.ext.allow": "never"
+    })
+  })
+
+  it("leaves out the environment that redirects git or names programs for it", () => {
+    const env = Git.environment(
+      [["filter.x.clean", ""]],
+      { GIT_INDEX_FILE: "/tmp/i" },
+      {
+        PATH: "/usr/bin",
+        HOME: "/home/u",
+        GIT_DIR: "/elsewhere/.git",
+        GIT_WORK_TREE: "/elsewhere",
+        GIT_EXEC_PATH: "/evil/libexec",
+        GIT_CONFIG_PARAMETERS: "'core.fsmonitor'='evil'",
+        GIT_CONFIG_COUNT: "1",
+        GIT_CONFIG_KEY_0: "core.fsmonitor",
+        GIT_CONFIG_VALUE_0: "evil",
+        GIT_SSH_COMMAND: "evil",
+        GIT_EXTERNAL_DIFF: "evil",
+        SSH_ASKPASS: "evil",
+        GIT_AUTHOR_NAME: "Ada",
+        GIT_CONFIG_GLOBAL: "/home/u/.gitconfig"
+      }
+    )
+    for (const k of ["GIT_DIR", "GIT_WORK_TREE", "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "GIT_SSH_COMMAND"]) {
+      expect(env[k], k).toBeUndefined()
+    }
+    expect(env.GIT_EXTERNAL_DIFF).toBeUndefined()
+    expect(env.SSH_ASKPASS).toBeUndefined()
+    expect(env.GIT_AUTHOR_NAME).toBe("Ada")
+    expect(env.GIT_CONFIG_GLOBAL).toBe("/home/u/.gitconfig")
+    expect(env.GIT_INDEX_FILE).toBe("/tmp/i")
+    expect(env.GIT_CONFIG_NOSYSTEM).toBe("1")
+    expect(env.GIT_TERMINAL_PROMPT).toBe("0")
+    const count = Number(env.GIT_CONFIG_COUNT)
+    expect(count).toBe(Git.fixedConfig.length + 1)
+    const pairs = Array.from({ length: count }, (_, i) => [env[`GIT_CONFIG_KEY_${i}`], env[`GIT_CONFIG_VALUE_${i}`]])
+    expect(pairs).toContainEqual(["core.fsmonitor", "false"])
+    expect(pairs).toContainEqual(["core.hooksPath", "/dev/null"])
+    expect(pairs).toContainEqual(["protocol.allow", "never"])
+    expect(pairs.at(-1)).toEqual(["filter.x.clean", ""])
+  })
+
+  it("runs nothing the repository's config names: fsmonitor, hooks, a filter whose name holds '='", () => {
+    const { repo, ran } = hostileRepo()
+    expect(Git.runSync(["status", "--porcelain"], { cwd: repo }).stdout).toContain("a.txt")
+    expect(Git.runSync(["add", "-A"], { cwd: repo }).status).toBe(0)
+    const commit = Git.runSync(["commit", "-q", "-m", "two"], { cwd: repo })
+    expect(commit.status, commit.stderr).toBe(0)
+    expect(Git.runSync(["rev-parse", "--is-inside-work-tree"], { cwd: repo }).stdout.trim()).toBe("true")
+    expect(ran()).toEqual([])
+    // the same repository with a plain git: every one of them runs (so the setup really is hostile)
+    fs.writeFileSync(path.join(repo, "a.txt"), "three\n")
+    plain(repo, "add", "-A")
+    plain(repo, "commit", "-q", "-m", "three")
+    expect(ran()).toEqual(expect.arrayContaining(["clean", "fsmonitor", "post-commit", "reference-transaction"]))
+  })
+
+  it("lists the configuration again when a file behind it changes or appears", async () => {
+    const { repo, marks, ran } = hostileRepo()
+    const evil = path.join(path.dirname(marks), "evil.sh")
+    // no filter of its own yet, and an include that points at nothing (yet)
+    const config = path.join(repo, ".git", "config")
+    fs.writeFileSync(config, fs.readFileSync(config, "utf8").replace(/\[filter "a=b"\][^[]*/s, ""))
+    fs.appendFileSync(config, "[include]\n\tpath = ../later.cfg\n")
+    // files changed in the last 2 s are never trusted to be unchanged: let them age
+    await new Promise((r) => setTimeout(r, 2100))
+    expect(Git.runSync(["status", "--porcelain"], { cwd: repo }).status).toBe(0)
+    // the include target appears, defining the filter the attributes name
+    fs.writeFileSync(path.join(repo, "later.cfg"), `[filter "a=b"]\n\tclean = ${evil} clean-included\n`)
+    expect(Git.runSync(["add", "-A"], { cwd: repo }).status).toBe(0)
+    // the repository's own config changes
+    fs.appendFileSync(config, `[filter "a=b"]\n\tsmudge = ${evil} smudge-local\n`)
+    fs.rmSync(path.join(repo, "a.txt"))
+    expect(Git.runSync(["checkout", "--", "a.txt"], { cwd: repo }).status).toBe(0)
+    expect(ran()).toEqual([])
+    expect(fs.readFileSync(path.join(repo, "a.txt"), "utf8")).toBe("two\n")
+  })
+
+  it("says when git is missing or too old", () => {
+    expect(Git.versionProblem()).toBeUndefined()
+    expect(Git.MIN_VERSION).toEqual([2, 31])
+  })
+})

@@ -1,0 +1,427 @@
+/**
+ * The escape corpus: commands that try to get out of the OS sandbox through `run_shell`, run with
+ * the real sandbox of this machine (bubblewrap on Linux). In `workspace-write` none of them may
+ * change or read what they try to, and each refusal must say "blocked by the sandbox" and what.
+ * On a machine where no sandbox can run, the fallback is what is tested: commands run, and the
+ * status says why there is no sandbox.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Tools } from "@musekit/core"
+import { Effect, Fiber, type Scope } from "effect"
+import { CodingTools, Sandbox, WorkspaceNode } from "../src/index.js"
+
+const available = Sandbox.detect().available
+const real = (p: string) => fs.realpathSync(p)
+/**
+ * Test folders live outside /tmp: a sandboxed command gets a private /tmp, so a folder under the
+ * host's /tmp is out of sight anyway and would not show what the sandbox refuses.
+ */
+const base = real(fs.mkdtempSync(path.join(fs.existsSync("/var/tmp") ? "/var/tmp" : os.homedir(), "muse-sbx-test-")))
+afterAll(() => fs.rmSync(base, { recursive: true, force: true }))
+const tmp = (prefix: string) => real(fs.mkdtempSync(path.join(base, prefix)))
+const git = (cwd: string, ...args: Array<string>) =>
+  execFileSync("git", ["-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args], {
+    cwd,
+    encoding: "utf8"
+  })
+
+const findCurl = () =>
+  (process.env.PATH ?? "").split(path.delimiter).some((d) => d !== "" && fs.existsSync(path.join(d, "curl")))
+
+const SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- planted-secret-1234"
+
+/** A git repository as the workspace, an outside folder, a temp HOME with planted secrets. */
+const world = () => {
+  const home = tmp("muse-sbx-home-")
+  fs.mkdirSync(path.join(home, ".ssh"), { mode: 0o700 })
+  fs.writeFileSync(path.join(home, ".ssh", "id_ed25519"), SECRET, { mode: 0o600 })
+  fs.writeFileSync(path.join(home, ".ssh", "id_rsa"), SECRET, { mode: 0o600 })
+  fs.mkdirSync(path.join(home, ".aws"))
+  fs.writeFileSync(path.join(home, ".aws", "credentials"), SECRET)
+  fs.writeFileSync(path.join(home, ".netrc"), SECRET)
+  const outside = tmp("muse-sbx-outside-")
+  fs.writeFileSync(path.join(outside, "target.txt"), "original\n")
+  const root = tmp("muse-sbx-ws-")
+  git(root, "init", "-q", "-b", "main")
+  fs.writeFileSync(path.join(root, "README.md"), "hello\n")
+  git(root, "add", ".")
+  git(root, "commit", "-q", "-m", "init")
+  return { home, outside, root }
+}
+
+const runner = (
+  sandbox: Sandbox.Service | undefined,
+  root: string
+): Effect.Effect<
+  (params: { command: string; timeout_ms?: number; unsandboxed?: boolean }) => Effect.Effect<CodingTools.ShellResult>,
+  never
+> =>
+  Effect.gen(function* () {
+    const workspace = yield* Effect.orDie(WorkspaceNode.make(root))
+    const ctx: Tools.CallContext = { agent: "main", callId: "c", workspace, progress: () => Effect.void }
+    const def = CodingTools.runShell(sandbox ? { sandbox } : {})
+    return (params) => Effect.orDie(Effect.flatMap(Tools.decodeParams(def, params), (p) => def.handler(p, ctx)))
+  })
+
+const sandboxed = (
+  home: string,
+  settings: Sandbox.Settings = { mode: "workspace-write" }
+): Effect.Effect<Sandbox.Service, never, Scope.Scope> => Sandbox.make(settings, { home })
+
+/** The refusal the model and the user see. */
+const refusal = (r: CodingTools.ShellResult) => {
+  expect(r.exit_code).not.toBe(0)
+  expect(r.note ?? "").toContain("blocked by the sandbox: ")
+  return (r.sandbox?.blocked ?? []).join("\n")
+}
+
+const waitUntil = (check: () => boolean, timeoutMs: number) =>
+  Effect.gen(function* () {
+    const end = Date.now() + timeoutMs
+    while (!check() && Date.now() < end) yield* Effect.sleep("20 millis")
+    return check()
+  })
+
+describe.skipIf(!available)("Sandbox: the escape corpus through run_shell (workspace-write)", () => {
+  it.scoped("runs ordinary work: writes in the workspace and /tmp, reads the machine, git works", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const r = yield* run({
+        command:
+          "echo made > made.txt && mkdir -p sub && echo x > /tmp/t && cat /tmp/t && cat /etc/hostname >/dev/null && git status --short && echo $MUSE_SANDBOX"
+      })
+      expect(r).toMatchObject({ exit_code: 0, timed_out: false })
+      expect(r.output).toContain("?? made.txt")
+      expect(r.output).toContain("workspace-write")
+      expect(fs.readFileSync(path.join(w.root, "made.txt"), "utf8")).toBe("made\n")
+      expect(r.sandbox).toBeUndefined()
+    })
+  )
+
+  it.scoped("a write outside the workspace is refused and named", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const r = yield* run({ command: `echo pwned > ${w.outside}/escape.txt` })
+      expect(fs.existsSync(path.join(w.outside, "escape.txt"))).toBe(false)
+      expect(refusal(r)).toContain(`write to ${w.outside}/escape.txt: outside the writable folders (${w.root}, /tmp)`)
+      const home = yield* run({ command: `echo pwned >> ${w.home}/.bashrc` })
+      expect(fs.existsSync(path.join(w.home, ".bashrc"))).toBe(false)
+      expect(refusal(home)).toContain(`write to ${w.home}/.bashrc`)
+    })
+  )
+
+  it.scoped("a symlink made inside does not lead out: writes through it and reads of secrets fail", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const write = yield* run({ command: `ln -s ${w.outside} out && echo pwned > out/escape.txt` })
+      expect(fs.existsSync(path.join(w.outside, "escape.txt"))).toBe(false)
+      expect(refusal(write)).toContain(`(a link to ${w.outside}/escape.txt): outside the writable folders`)
+      const overwrite = yield* run({ command: `ln -s ${w.outside}/target.txt t && echo pwned > t` })
+      expect(fs.readFileSync(path.join(w.outside, "target.txt"), "utf8")).toBe("original\n")
+      expect(refusal(overwrite)).toContain("outside the writable folders")
+      const read = yield* run({ command: `ln -s ${w.home}/.ssh/id_ed25519 key && cat key` })
+      expect(read.output).not.toContain("planted-secret")
+      expect(read.exit_code).not.toBe(0)
+    })
+  )
+
+  it.scoped("a hard link made inside cannot reach a file outside", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const r = yield* run({ command: `ln ${w.outside}/target.txt hl && echo pwned > hl` })
+      expect(fs.readFileSync(path.join(w.outside, "target.txt"), "utf8")).toBe("original\n")
+      expect(fs.statSync(path.join(w.outside, "target.txt")).nlink).toBe(1)
+      expect(refusal(r)).toContain("hard link")
+      expect(refusal(r)).toContain("across the sandbox's edge")
+      const secret = yield* run({ command: `ln ${w.home}/.ssh/id_rsa k; cat k` })
+      expect(secret.output).not.toContain("planted-secret")
+    })
+  )
+
+  it.scoped("planted ~/.ssh/id_*, ~/.aws and ~/.netrc under HOME are unreadable", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      for (const command of [
+        `cat ${w.home}/.ssh/id_ed25519`,
+        `cat ${w.home}/.ssh/id_*`,
+        `ls -la ${w.home}/.ssh`,
+        `cat ${w.home}/.aws/credentials`,
+        `cat ${w.home}/.netrc`,
+        `grep -r planted ${w.home}`,
+        `tar cf - ${w.home} 2>&1 | strings`
+      ]) {
+        const r = yield* run({ command })
+        expect(r.output, command).not.toContain("planted-secret")
+        expect(r.output, command).not.toContain("id_ed25519\n")
+      }
+      const r = yield* run({ command: `cat ${w.home}/.ssh/id_ed25519` })
+      expect(refusal(r)).toContain(`read of ${w.home}/.ssh/id_ed25519: ${w.home}/.ssh is hidden by the sandbox`)
+      const netrc = yield* run({ command: `cat ${w.home}/.netrc` })
+      expect(refusal(netrc)).toContain(`read of ${w.home}/.netrc: ${w.home}/.netrc is hidden by the sandbox`)
+    })
+  )
+
+  it.scoped(".git/config and .git/hooks stay read-only (and .muse)", () =>
+    Effect.gen(function* () {
+      const w = world()
+      fs.mkdirSync(path.join(w.root, ".muse"))
+      const config = fs.readFileSync(path.join(w.root, ".git", "config"), "utf8")
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const c = yield* run({ command: "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config" })
+      expect(fs.readFileSync(path.join(w.root, ".git", "config"), "utf8")).toBe(config)
+      expect(refusal(c)).toContain(`write to ${w.root}/.git/config: .git stays read-only in the sandbox`)
+      const cfg = yield* run({ command: "git config core.hooksPath /tmp" })
+      expect(fs.readFileSync(path.join(w.root, ".git", "config"), "utf8")).toBe(config)
+      expect(cfg.exit_code).not.toBe(0)
+      const h = yield* run({
+        command: "echo 'touch /tmp/pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"
+      })
+      expect(fs.existsSync(path.join(w.root, ".git", "hooks", "pre-commit"))).toBe(false)
+      expect(refusal(h)).toContain(`write to ${w.root}/.git/hooks/pre-commit: .git stays read-only in the sandbox`)
+      const m = yield* run({ command: "echo '{}' > .muse/config.json" })
+      expect(fs.existsSync(path.join(w.root, ".muse", "config.json"))).toBe(false)
+      expect(refusal(m)).toContain(".muse stays read-only in the sandbox")
+      // moving the protected folder away is refused too (it is a mount point)
+      const mv = yield* run({ command: "mv .git .git-old && mkdir .git" })
+      expect(mv.exit_code).not.toBe(0)
+      expect(fs.existsSync(path.join(w.root, ".git", "config"))).toBe(true)
+    })
+  )
+
+  it.scoped("a listener on 127.0.0.1 is out of reach (no network)", () =>
+    Effect.gen(function* () {
+      const w = world()
+      let connections = 0
+      const server = net.createServer((c) => {
+        connections++
+        c.end("hello from the host\n")
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const port = (server.address() as net.AddressInfo).port
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const script = `require('net').connect(${port},'127.0.0.1').on('connect',()=>{console.log('CONNECTED');process.exit(0)}).on('data',d=>console.log(String(d))).on('error',e=>{console.error('error: '+e.message);process.exit(1)})`
+      const r = yield* run({ command: `"${process.execPath}" -e "${script}"` })
+      expect(r.output).not.toContain("CONNECTED")
+      expect(connections).toBe(0)
+      expect(refusal(r)).toContain("network access (the sandbox has no network)")
+      const outside = yield* run({
+        command: `"${process.execPath}" -e "require('dns').lookup('example.com',e=>{console.error(String(e));process.exit(e?1:0)})"`
+      })
+      expect(outside.exit_code).not.toBe(0)
+    })
+  )
+
+  // curl honours HTTP_PROXY as most tools do (node's own http does not)
+  it.scoped.skipIf(!findCurl())(
+    "allowed hosts are reached through the proxy; every other host is refused and named",
+    () =>
+      Effect.gen(function* () {
+        const w = world()
+        const hits: Array<string> = []
+        const listen = () => {
+          const server = net.createServer((c) => {
+            c.once("data", (d) => {
+              hits.push(String(d).split("\r\n")[0]!)
+              c.end("HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nhello\n")
+            })
+          })
+          return Effect.acquireRelease(
+            Effect.async<number>(
+              (resume) =>
+                void server.listen(0, "127.0.0.1", () =>
+                  resume(Effect.succeed((server.address() as net.AddressInfo).port))
+                )
+            ),
+            () => Effect.sync(() => server.close())
+          )
+        }
+        const allowedPort = yield* listen()
+        const otherPort = yield* listen()
+        const sandbox = yield* sandboxed(w.home, {
+          mode: "workspace-write",
+          network: { allow: [`127.0.0.1:${allowedPort}`] }
+        })
+        const run = yield* runner(sandbox, w.root)
+        const ok = yield* run({ command: `curl -fsS --max-time 10 http://127.0.0.1:${allowedPort}/x` })
+        expect(ok).toMatchObject({ exit_code: 0, output: "hello\n" })
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+        const no = yield* run({ command: `curl -fsS --max-time 10 http://127.0.0.1:${otherPort}/y` })
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+        expect(refusal(no)).toContain(
+          `network connection to 127.0.0.1:${otherPort} (not in the sandbox's allowed hosts)`
+        )
+        // around the proxy there is no way out
+        const direct = yield* run({ command: `curl -sS --noproxy '*' --max-time 10 http://127.0.0.1:${allowedPort}/z` })
+        expect(direct.output).toContain("Couldn't connect to server")
+        expect(refusal(direct)).toContain(`network access (only 127.0.0.1:${allowedPort} through the proxy`)
+        expect(hits).toEqual(["GET /x HTTP/1.1"])
+      })
+  )
+
+  it.live("a fork bomb is bounded by the process limit", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const limit = 64
+      const sandbox = yield* sandboxed(w.home, { mode: "workspace-write", processes: limit })
+      const status = yield* sandbox.status
+      expect(status.availability.processLimit._tag).not.toBe("none")
+      const run = yield* runner(sandbox, w.root)
+      // a bomb of bounded depth (2^11 shells at most even without a limit), started apart from the
+      // command's own shell (which waits on a sleep started first); its forks are shells that share
+      // the command line, so the host counts them by it
+      const nap = `30.${String(Math.random()).slice(2, 8)}`
+      const bomb = `sleep 8 & (b(){ if [ $1 -gt 0 ]; then b $(($1-1)) & b $(($1-1)); fi; sleep ${nap}; }; b 10 &); wait`
+      const seen = { max: 0 }
+      const count = () =>
+        fs.readdirSync("/proc").filter((pid) => {
+          if (!/^\d+$/.test(pid)) return false
+          try {
+            const line = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+            return line.includes(bomb) || line === `sleep\0${nap}\0`
+          } catch {
+            return false
+          }
+        }).length
+      const fiber = yield* Effect.fork(run({ command: bomb, timeout_ms: 5000 }))
+      const watch = yield* Effect.fork(
+        Effect.forever(
+          Effect.zipRight(
+            Effect.sync(() => (seen.max = Math.max(seen.max, count()))),
+            Effect.sleep("25 millis")
+          )
+        )
+      )
+      const r = yield* Fiber.join(fiber)
+      yield* Fiber.interrupt(watch)
+      expect(seen.max).toBeGreaterThan(limit / 2)
+      expect(seen.max).toBeLessThanOrEqual(limit)
+      expect(r.timed_out).toBe(true)
+      expect(r.note ?? "").toContain(
+        `blocked by the sandbox: starting a process beyond the sandbox's limit of ${limit}`
+      )
+      expect(yield* waitUntil(() => count() === 0, 5000)).toBe(true)
+    }).pipe(Effect.scoped)
+  )
+
+  it.scoped("a crew worker in its worktree cannot write the main checkout or another member's worktree", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const trees = tmp("muse-sbx-trees-")
+      const a = path.join(trees, "a")
+      const b = path.join(trees, "b")
+      git(w.root, "worktree", "add", "-q", "-b", "crew-a", a)
+      git(w.root, "worktree", "add", "-q", "-b", "crew-b", b)
+      const sandbox = yield* sandboxed(w.home)
+      const runA = yield* runner(sandbox, a)
+      const own = yield* runA({ command: "echo mine > mine.txt && git add mine.txt && git status --short" })
+      // its own worktree is writable; its git index lives in the main .git, which stays read-only
+      expect(fs.readFileSync(path.join(a, "mine.txt"), "utf8")).toBe("mine\n")
+      expect(own.exit_code).not.toBe(0)
+      const other = yield* runA({ command: `echo pwned > ${b}/README.md` })
+      expect(fs.readFileSync(path.join(b, "README.md"), "utf8")).toBe("hello\n")
+      expect(refusal(other)).toContain(`write to ${b}/README.md: outside the writable folders (${a}, /tmp)`)
+      const main = yield* runA({ command: `echo pwned > ${w.root}/README.md; echo pwned > ../b/x` })
+      expect(fs.readFileSync(path.join(w.root, "README.md"), "utf8")).toBe("hello\n")
+      expect(fs.existsSync(path.join(b, "x"))).toBe(false)
+      expect(refusal(main)).toContain(`write to ${w.root}/README.md`)
+      const link = yield* runA({ command: `ln -s ${b} bl && echo pwned > bl/y` })
+      expect(fs.existsSync(path.join(b, "y"))).toBe(false)
+      expect(refusal(link)).toContain("outside the writable folders")
+      // two members at the same time, each with its own writable root and /tmp
+      const runB = yield* runner(sandbox, b)
+      const [ra, rb] = yield* Effect.all(
+        [
+          runA({ command: "echo a > /tmp/who && sleep 0.3 && cat /tmp/who" }),
+          runB({ command: "echo b > /tmp/who && sleep 0.3 && cat /tmp/who && echo b > mine-b" })
+        ],
+        { concurrency: 2 }
+      )
+      expect(ra.output).toBe("a\n")
+      expect(rb.output).toBe("b\n")
+      expect(fs.existsSync(path.join(b, "mine-b"))).toBe(true)
+    })
+  )
+
+  it.scoped("read-only writes only /tmp; off runs with full rights; unsandboxed runs outside only when allowed", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const sandbox = yield* sandboxed(w.home, { mode: "read-only" })
+      const run = yield* runner(sandbox, w.root)
+      const ro = yield* run({ command: "echo x > here.txt" })
+      expect(fs.existsSync(path.join(w.root, "here.txt"))).toBe(false)
+      expect(refusal(ro)).toContain(`write to ${w.root}/here.txt: the sandbox is read-only; only /tmp is writable`)
+      expect((yield* run({ command: "echo x > /tmp/x && cat /tmp/x" })).exit_code).toBe(0)
+      // asking for unsandboxed without the person's answer still runs inside
+      const asked = yield* run({ command: "echo x > here.txt", unsandboxed: true })
+      expect(fs.existsSync(path.join(w.root, "here.txt"))).toBe(false)
+      expect(asked.note).toContain("ran inside the sandbox: the user did not let it run outside")
+      // the person's "run unsandboxed" answer (CallContext.unsandboxed) lets it out, this call only
+      const workspace = yield* Effect.orDie(WorkspaceNode.make(w.root))
+      const def = CodingTools.runShell({ sandbox })
+      const params = yield* Effect.orDie(Tools.decodeParams(def, { command: "echo x > here.txt", unsandboxed: true }))
+      const out = (yield* Effect.orDie(
+        def.handler(params, { agent: "main", callId: "u", workspace, progress: () => Effect.void, unsandboxed: true })
+      )) as CodingTools.ShellResult
+      expect(out).toMatchObject({ exit_code: 0, sandbox: { mode: "off" } })
+      expect(fs.existsSync(path.join(w.root, "here.txt"))).toBe(true)
+      yield* sandbox.setMode("off")
+      const off = yield* run({ command: `echo x > ${w.outside}/off.txt` })
+      expect(off.exit_code).toBe(0)
+      expect(fs.existsSync(path.join(w.outside, "off.txt"))).toBe(true)
+      expect(Sandbox.describe(yield* sandbox.status)).toContain("sandbox off")
+    })
+  )
+})
+
+describe("Sandbox: where none can run", () => {
+  it.scoped("commands run unsandboxed and the status says why, naming what to do", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const availability: Sandbox.Availability = {
+        backend: "none",
+        available: false,
+        reason: "bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap)",
+        unixSocketsBlocked: false,
+        processLimit: { _tag: "none", reason: "no sandbox" }
+      }
+      const sandbox = yield* Sandbox.make({ mode: "workspace-write" }, { home: w.home, availability })
+      const run = yield* runner(sandbox, w.root)
+      const r = yield* run({ command: `echo x > ${w.outside}/fallback.txt` })
+      expect(r.exit_code).toBe(0)
+      expect(fs.existsSync(path.join(w.outside, "fallback.txt"))).toBe(true)
+      const status = yield* sandbox.status
+      expect(status.active).toBe(false)
+      expect(Sandbox.describe(status)).toBe(
+        "no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: apt-get install bubblewrap). Commands run with your full rights, guarded by approvals only"
+      )
+    })
+  )
+
+  it("detect() says why bubblewrap is unusable when it is missing from PATH", () => {
+    const saved = process.env.PATH
+    process.env.PATH = tmp("muse-sbx-empty-path-")
+    try {
+      const a = Sandbox.detect({ refresh: true })
+      if (process.platform === "linux") {
+        expect(a.available).toBe(false)
+        expect(a.reason).toContain("apt-get install bubblewrap")
+      }
+    } finally {
+      process.env.PATH = saved
+      Sandbox.detect({ refresh: true })
+    }
+  })
+})
