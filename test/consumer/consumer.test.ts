@@ -22,6 +22,7 @@ const packages = [
   "packages/core",
   "packages/node",
   "packages/models",
+  "packages/pg",
   "plugins/compaction",
   "plugins/skills",
   "plugins/worktree",
