@@ -133,7 +133,7 @@ describe("consumer", () => {
       ).toEqual([])
       expect(JSON.stringify(manifest), name).not.toContain("workspace:")
     }
-  })
+  }, 120_000)
 
   it("npm sees one valid tree with one effect, at the lowest version the peers allow", () => {
     sh("npm", ["ls", "--all"], app) // exits non-zero on an invalid or conflicting tree
@@ -148,7 +148,7 @@ describe("consumer", () => {
     sh(process.execPath, [path.join(app, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], app)
     expect(fs.readFileSync(path.join(app, "dist/plugin.d.ts"), "utf8")).toContain("@musekit/core")
     expect(fs.readFileSync(path.join(app, "promise.ts"), "utf8")).not.toMatch(/from "effect"/)
-  })
+  }, 300_000)
 
   it("the Effect agent runs, replays exactly, resumes and replays again", async () => {
     const root = path.join(work, "repo-effect")

@@ -128,13 +128,20 @@ export class SessionNotEmpty extends Schema.TaggedError<SessionNotEmpty>("@musek
  */
 export const run = <A, E, R>(
   program: Effect.Effect<A, E, R>,
-  options: { readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined } = {}
+  options: {
+    readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+    /**
+     * Events the caller appended for this same run just before (its first events, written with the
+     * log's creation): the log must hold exactly that many.
+     */
+    readonly written?: number | undefined
+  } = {}
 ): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
   Effect.flatMap(EventLog.EventLog, (log) =>
     Effect.flatMap(
       log.lastSeq,
       (lastSeq): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder>> =>
-        lastSeq >= 0
+        lastSeq !== (options.written ?? 0) - 1
           ? Effect.fail(new SessionNotEmpty({ session: log.sessionId, lastSeq }))
           : Effect.provideService(
               program,

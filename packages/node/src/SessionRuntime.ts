@@ -614,6 +614,7 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       from: -1
     })
     let recorded: ProgramOptions["recorded"]
+    let written = 0
     if (options.task !== undefined) {
       const log = yield* EventLog.EventLog
       const rec = Recorder.makeLive(log)
@@ -624,12 +625,13 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       ])
       if (options.io.onEvent) for (const e of first) yield* options.io.onEvent(e)
       recorded = { input: options.task }
+      written = first.length
     }
     return yield* Session.run(
       program(options.config, options.io, options.services, { checkpoints, recorded }).pipe(
         Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))
       ),
-      { onEvent: options.io.onEvent }
+      { onEvent: options.io.onEvent, written }
     )
   })
 
