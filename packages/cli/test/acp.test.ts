@@ -63,12 +63,36 @@ const terminals = () => {
   }
 }
 
+/**
+ * An editor's file system (`fs/*`): open buffers (absolute path → text, unsaved changes included)
+ * over the files on disk; each write the agent hands over is kept, and saved to disk as an editor does.
+ */
+const editorFiles = () => {
+  const buffers = new Map<string, string>()
+  const written: Array<{ path: string; content: string }> = []
+  return {
+    buffers,
+    written,
+    read: (p: acp.ReadTextFileRequest) => {
+      const text = buffers.get(p.path) ?? fs.readFileSync(p.path, "utf8")
+      return { content: text }
+    },
+    write: (p: acp.WriteTextFileRequest) => {
+      written.push({ path: p.path, content: p.content })
+      buffers.set(p.path, p.content)
+      fs.writeFileSync(p.path, p.content)
+      return {}
+    }
+  }
+}
+
 /** Start `muse acp` and connect to it as an editor would (initialize included). */
 const editor = async (
   sb: Sandbox,
   args: ReadonlyArray<string>,
   cwd: string,
-  term?: ReturnType<typeof terminals>
+  term?: ReturnType<typeof terminals>,
+  files?: ReturnType<typeof editorFiles>
 ): Promise<Editor> => {
   const child = spawn(process.execPath, [bin, "acp", ...args], { cwd, env: sb.env, stdio: ["pipe", "pipe", "pipe"] })
   let stderr = ""
@@ -89,6 +113,11 @@ const editor = async (
       .onRequest("terminal/kill", ({ params }) => term.kill(params.terminalId))
       .onRequest("terminal/release", ({ params }) => term.release(params.terminalId))
   }
+  if (files) {
+    app = app
+      .onRequest("fs/read_text_file", ({ params }) => files.read(params))
+      .onRequest("fs/write_text_file", ({ params }) => files.write(params))
+  }
   const connection = app
     .onNotification("session/update", ({ params }) => {
       updates.push(params)
@@ -102,7 +131,10 @@ const editor = async (
   const init = await connection.agent.request("initialize", {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientInfo: { name: "test-editor", version: "1.0.0" },
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: term !== undefined }
+    clientCapabilities: {
+      fs: { readTextFile: files !== undefined, writeTextFile: files !== undefined },
+      terminal: term !== undefined
+    }
   })
   expect(init.agentCapabilities?.loadSession).toBe(true)
   return Object.assign(self, {
@@ -228,6 +260,80 @@ describe("muse acp", () => {
     ])
     const replay = muse(["replay", id, "--verify"], { sb })
     expect(replay.code, replay.stderr).toBe(0)
+  })
+
+  it("with the editor's file system: read_file sees unsaved changes, an edit over them is refused, a written file is handed to the editor", async () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const sum = path.join(fs.realpathSync(repo), "sum.js")
+    const test = path.join(fs.realpathSync(repo), "sum.test.js")
+    const script = writeScript(sb, "editor-fs", {
+      replies: [
+        {
+          when: "look",
+          steps: [
+            {
+              text: "Reading.",
+              tools: [
+                { name: "read_file", params: { path: "sum.js" } },
+                { name: "read_file", params: { path: "sum.test.js" } }
+              ]
+            },
+            {
+              text: "Editing.",
+              tools: [
+                { name: "edit_file", params: { path: "sum.js", edits: [{ old_text: "a - b", new_text: "a + b" }] } },
+                {
+                  name: "edit_file",
+                  params: { path: "sum.test.js", edits: [{ old_text: "2, 3), 5", new_text: "2, 2), 4" }] }
+                }
+              ]
+            },
+            { text: "Done." }
+          ]
+        }
+      ]
+    })
+    const files = editorFiles()
+    // the user typed in sum.js and has not saved; sum.test.js is open and clean
+    files.buffers.set(sum, "export const sum = (a, b) => a * b // typing\n")
+    files.buffers.set(test, fs.readFileSync(test, "utf8"))
+    const ed = await editor(sb, ["--script", script, "--approval-mode", "auto"], repo, undefined, files)
+    try {
+      const { sessionId } = await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })
+      const r = await ed.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "look at sum" }] })
+      expect(r.stopReason).toBe("end_turn")
+      const log = readLog(sb, sessionId)
+      const done = log.filter((e: any) => e.type === "tool.completed").map((e: any) => e.data)
+      expect(
+        done,
+        JSON.stringify(
+          log
+            .filter((e: any) => e.type.startsWith("tool") || e.type.startsWith("approval"))
+            .map((e: any) => [e.type, e.data])
+        )
+      ).toHaveLength(4)
+      // the unsaved buffer is what the model read, and it is told so
+      expect(done[0].result.content).toBe("     1\texport const sum = (a, b) => a * b // typing")
+      expect(done[0].result.note).toMatch(/unsaved changes/)
+      // a clean buffer reads as the file on disk, with no note
+      expect(done[1].result.content).toContain("assert.strictEqual(sum(2, 3), 5)")
+      expect(done[1].result.note).toBeUndefined()
+      // the edit over unsaved changes is refused and writes nothing; the other edit lands and reaches the editor
+      expect(done[2].isFailure).toBe(true)
+      expect(JSON.stringify(done[2].result)).toMatch(/sum\.js has unsaved changes in the editor; nothing was written/)
+      expect(fs.readFileSync(sum, "utf8")).toBe("export const sum = (a, b) => a - b\n")
+      expect(files.buffers.get(sum)).toBe("export const sum = (a, b) => a * b // typing\n")
+      expect(done[3].isFailure).toBe(false)
+      expect(fs.readFileSync(test, "utf8")).toContain("assert.strictEqual(sum(2, 2), 4)")
+      expect(files.written).toEqual([{ path: test, content: fs.readFileSync(test, "utf8") }])
+      const list = muse(["sessions", "--json"], { sb })
+      const id = JSON.parse(list.stdout.trim().split("\n")[0]!).id
+      const replay = muse(["replay", id, "--verify"], { sb })
+      expect(replay.code, replay.stderr).toBe(0)
+    } finally {
+      await ed.close()
+    }
   })
 
   it("session/cancel stops the turn in the middle of a tool call; the next prompt is answered", async () => {

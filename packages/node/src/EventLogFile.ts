@@ -409,6 +409,17 @@ const unseal = (key: Buffer, hash: string, sealed: Buffer): Buffer => {
   return Buffer.concat([decipher.update(sealed.subarray(at + 28)), decipher.final()])
 }
 
+/**
+ * `data` sealed for a store other than the state directory's (a database's blob table, say): the
+ * same envelope and key as `blobs/<ab>/<sha256>.sealed`, bound to `hash` (the sha256 of `data`).
+ */
+export const sealBlob = (hash: string, data: Uint8Array, keyFile: string = defaultKeyFile()): Uint8Array =>
+  seal(sealingKey(keyFile), hash, data)
+
+/** The bytes `sealBlob` sealed; throws when the key in `keyFile` is not the one they were sealed with. */
+export const unsealBlob = (hash: string, sealed: Uint8Array, keyFile: string = defaultKeyFile()): Uint8Array =>
+  unseal(sealingKey(keyFile), hash, Buffer.from(sealed.buffer, sealed.byteOffset, sealed.byteLength))
+
 /** Write `bytes` to `file` durably: a temporary file, synced, renamed into place, the folder synced. */
 const writeBlobFile = (file: string, bytes: Uint8Array) => {
   const sub = path.dirname(file)

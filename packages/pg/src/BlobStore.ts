@@ -25,6 +25,7 @@
 import { createHash } from "node:crypto"
 import { SqlClient } from "@effect/sql"
 import { EventLog } from "@musekit/core"
+import { EventLogFile } from "@musekit/node"
 import { Context, Effect, Layer } from "effect"
 import * as Schema from "./internal/schema.js"
 
@@ -35,6 +36,13 @@ export interface Service {
   readonly put: (data: Uint8Array) => Effect.Effect<string, EventLog.EventLogError>
   /** The bytes of a hash, checked against it (`BlobNotFound`, `BlobCorrupted`). */
   readonly get: (hash: string) => Effect.Effect<Uint8Array, EventLog.EventLogError>
+  /**
+   * Store bytes that hold a secret and must come back exactly (a file's content before an edit):
+   * encrypted with the machine's blob key (`EventLogFile.defaultKeyFile()`), under `<sha256>.sealed`;
+   * resolves with the sha256 of the plain bytes, which `get` then answers. A store without it
+   * keeps such bytes as they are.
+   */
+  readonly putSealed?: ((data: Uint8Array) => Effect.Effect<string, EventLog.EventLogError>) | undefined
 }
 
 export class BlobStore extends Context.Tag("@musekit/pg/BlobStore")<BlobStore, Service>() {}
@@ -50,15 +58,28 @@ const failed = (what: string) => (e: unknown) =>
   })
 
 /**
- * A blob store over raw put/get of bytes by hash: hashing, the hash check on read and the error
+ * A blob store over raw put/get of bytes by key: hashing, the hash check on read, sealing of
+ * exact copies that hold a secret (key `<sha256>.sealed`, see `Service.putSealed`) and the error
  * types are added here. `get` resolves `undefined` for a missing key.
  */
 export const make = (options: {
   readonly where: string
   readonly put: (hash: string, data: Uint8Array) => Effect.Effect<void, unknown>
   readonly get: (hash: string) => Effect.Effect<Uint8Array | undefined, unknown>
+  /** The key file sealed blobs are encrypted with (default `EventLogFile.defaultKeyFile()`). */
+  readonly keyFile?: string | undefined
 }): Service => ({
   where: options.where,
+  putSealed: (data) =>
+    Effect.gen(function* () {
+      const hash = sha256(data)
+      const sealed = yield* Effect.try({
+        try: () => EventLogFile.sealBlob(hash, data, options.keyFile ?? EventLogFile.defaultKeyFile()),
+        catch: failed("sealing a blob")
+      })
+      yield* Effect.mapError(options.put(`${hash}.sealed`, sealed), failed(`blob write to ${options.where}`))
+      return hash
+    }),
   put: (data) =>
     Effect.suspend(() => {
       const hash = sha256(data)
@@ -67,8 +88,21 @@ export const make = (options: {
   get: (hash) =>
     Effect.gen(function* () {
       if (!HASH.test(hash)) return yield* new EventLog.BlobNotFound({ hash })
-      const data = yield* Effect.mapError(options.get(hash), failed(`blob read from ${options.where}`))
-      if (data === undefined) return yield* new EventLog.BlobNotFound({ hash })
+      let data = yield* Effect.mapError(options.get(hash), failed(`blob read from ${options.where}`))
+      if (data === undefined) {
+        const sealed = yield* Effect.mapError(options.get(`${hash}.sealed`), failed(`blob read from ${options.where}`))
+        if (sealed === undefined) return yield* new EventLog.BlobNotFound({ hash })
+        const keyFile = options.keyFile ?? EventLogFile.defaultKeyFile()
+        data = yield* Effect.try({
+          try: () => EventLogFile.unsealBlob(hash, sealed, keyFile),
+          catch: (e) =>
+            new EventLog.BlobCorrupted({
+              hash,
+              file: `${options.where} (${hash}.sealed)`,
+              reason: `it cannot be unsealed with the key in ${keyFile} (${e instanceof Error ? e.message : String(e)}); copy that file from the machine that stored it`
+            })
+        })
+      }
       const actual = sha256(data)
       if (actual !== hash) {
         return yield* new EventLog.BlobCorrupted({

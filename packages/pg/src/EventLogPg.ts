@@ -367,6 +367,7 @@ export const makeStore = (
             }),
           read: (from, to) => readRows(session, from, to),
           putBlob: blobs.put,
+          putSealed: blobs.putSealed,
           getBlob: blobs.get
         }
         return yield* EventLog.make(backend, { sessionId: session, redactor })

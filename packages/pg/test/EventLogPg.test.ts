@@ -4,7 +4,10 @@
  * of waiting appends is one commit, the URL's password never reaches the log, and blobs can live
  * in another store.
  */
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -204,6 +207,42 @@ describe.skipIf(skip !== undefined)(`EventLogPg${skip ? ` (skipped: ${skip})` : 
         )
       )
       expect(JSON.stringify(e!.data)).toContain("[REDACTED:MY_TOKEN]")
+    })
+  )
+
+  it.scoped("an exact copy holding a secret is stored sealed, never in plain; it reads back exactly", () =>
+    Effect.gen(function* () {
+      const schema = yield* freshSchema
+      const keyDir = fs.mkdtempSync(path.join(os.tmpdir(), "muse-pg-key-"))
+      const before = process.env.XDG_CONFIG_HOME
+      process.env.XDG_CONFIG_HOME = keyDir
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          if (before === undefined) delete process.env.XDG_CONFIG_HOME
+          else process.env.XDG_CONFIG_HOME = before
+          fs.rmSync(keyDir, { recursive: true, force: true })
+        })
+      )
+      const secret = "tok-abcdefghijklmnop"
+      const store = yield* EventLogPg.storeAt(url(), {
+        schema,
+        redactor: Redactor.make({ secrets: { MY_TOKEN: secret } })
+      })
+      const file = `token = ${secret}\n`
+      const { hash, back, plain } = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const log = yield* store.open("s", { create: true })
+          const hash = yield* log.putBlob(file, { exact: true })
+          const plain = yield* log.putBlob(`output ${secret}`)
+          return { hash, back: yield* log.getBlob(hash), plain }
+        })
+      )
+      expect(new TextDecoder().decode(back)).toBe(file)
+      expect(hash).toBe(createHash("sha256").update(file).digest("hex"))
+      const rows = yield* sql(`SELECT hash, data FROM "${schema}".muse_blobs ORDER BY hash`)
+      expect(rows.map((r) => r.hash).sort()).toEqual([plain, `${hash}.sealed`].sort())
+      for (const r of rows) expect(Buffer.from(r.data as Uint8Array).toString("latin1")).not.toContain(secret)
+      expect(fs.statSync(path.join(keyDir, "muse", "blob.key")).mode & 0o777).toBe(0o600)
     })
   )
 })

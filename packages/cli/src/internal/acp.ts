@@ -13,7 +13,12 @@
  * configuration. When the editor offers terminals and commands run without an OS sandbox (`--sandbox
  * off`, or none can run here), `run_shell` runs in one of them (the editor shows it live with the
  * tool call); in the sandbox it runs in muse. The model sees the same tool and result either way, so
- * the log replays the same. Files are read and written by muse itself, on disk.
+ * the log replays the same.
+ * When the editor offers its file system, `read_file` sees what the editor holds (a buffer with
+ * unsaved changes included), a write or edit of a file whose buffer has unsaved changes is refused
+ * with that reason (nothing the user typed is overwritten), and the editor is handed each file muse
+ * wrote, so its buffers show the change. Writes themselves go to disk through muse, so a crashed
+ * write is settled on resume like any other.
  *
  * @example
  * ```json
@@ -316,7 +321,9 @@ class Live {
     /** The editor offers terminals: `run_shell` runs in one, shown with the tool call. */
     readonly terminal: boolean,
     /** What the session holds open while it lives (the log store's connections). */
-    readonly scope: Scope.CloseableScope
+    readonly scope: Scope.CloseableScope,
+    /** The editor's file system: buffers are read from it, and written files are handed to it. */
+    readonly editorFs: EditorFs = { read: false, write: false }
   ) {
     this.updates = new Updates(prepared.root, (update) => this.send(update))
   }
@@ -459,6 +466,82 @@ class Live {
     }
   }
 
+  /** The text the editor holds for a file (`undefined`: the editor has none, or could not say). */
+  private async editorText(abs: string): Promise<string | undefined> {
+    if (!this.editorFs.read) return undefined
+    try {
+      const r = await this.client.request("fs/read_text_file", { sessionId: this.id, path: abs })
+      return typeof r?.content === "string" ? r.content : undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * `read_file` through the editor: the same result as on disk, unless the editor's buffer holds
+   * unsaved changes; then the lines are the buffer's, and a note says so.
+   */
+  readInEditor(def: CoreTools.Definition): CoreTools.Definition {
+    const self = this
+    return {
+      ...def,
+      handler: (params: ReadParams, ctx) =>
+        Effect.gen(function* () {
+          const fromDisk = (yield* def.handler(params, ctx)) as { readonly path: string }
+          const abs = yield* Effect.orDie(ctx.workspace.resolve(params.path))
+          const buffer = yield* Effect.promise(() => self.editorText(abs))
+          if (buffer === undefined) return fromDisk
+          const disk = yield* Effect.promise(() => fs.promises.readFile(abs, "utf8").catch(() => undefined))
+          if (disk === buffer) return fromDisk
+          return numberedFromBuffer(fromDisk.path, buffer, params.offset, params.limit)
+        })
+    }
+  }
+
+  /**
+   * `write_file` / `edit_file` beside the editor: a file whose buffer has unsaved changes is not
+   * written (the user's typing would be lost); after a write, the editor gets the new content.
+   */
+  writeBesideEditor(def: CoreTools.Definition): CoreTools.Definition {
+    const self = this
+    return {
+      ...def,
+      handler: (params: unknown, ctx) =>
+        Effect.gen(function* () {
+          const targets: Array<{ readonly rel: string; readonly abs: string }> = []
+          for (const rel of def.paths(params)) {
+            const abs = yield* Effect.either(ctx.workspace.resolve(rel))
+            if (abs._tag === "Right") targets.push({ rel, abs: abs.right })
+          }
+          for (const t of targets) {
+            const buffer = yield* Effect.promise(() => self.editorText(t.abs))
+            if (buffer === undefined) continue
+            const disk = yield* Effect.promise(() => fs.promises.readFile(t.abs, "utf8").catch(() => undefined))
+            if (disk === buffer || (disk === undefined && buffer === "")) continue
+            return yield* Effect.fail(
+              new CoreTools.ToolError({
+                message: `${t.rel} has unsaved changes in the editor; nothing was written. Ask the user to save or discard them, then read the file again.`
+              })
+            )
+          }
+          const result = yield* def.handler(params, ctx)
+          if (self.editorFs.write) {
+            for (const t of targets) {
+              const now = yield* Effect.promise(() => fs.promises.readFile(t.abs, "utf8").catch(() => undefined))
+              if (now === undefined) continue
+              yield* Effect.promise(() =>
+                self.client.request("fs/write_text_file", { sessionId: self.id, path: t.abs, content: now }).then(
+                  () => undefined,
+                  (e: unknown) => self.note(`the editor did not take the new ${t.rel}: ${describeError(e)}`)
+                )
+              )
+            }
+          }
+          return result
+        })
+    }
+  }
+
   /** Run the session until it ends; a cancelled turn is recorded, and the session goes on from its log. */
   run(io: SessionRuntime.Io, mode: "start" | "resume"): Effect.Effect<void> {
     const self = this
@@ -474,7 +557,13 @@ class Live {
           languageModel: prepared.languageModel,
           plugins: prepared.plugins.plugins,
           tools: Tools.make(recorded).map((d) =>
-            d.name === "run_shell" && self.terminal && !sandboxed ? self.shellInTerminal(d) : d
+            d.name === "run_shell" && self.terminal && !sandboxed
+              ? self.shellInTerminal(d)
+              : d.name === "read_file" && self.editorFs.read
+                ? self.readInEditor(d)
+                : (d.name === "write_file" || d.name === "edit_file") && (self.editorFs.read || self.editorFs.write)
+                  ? self.writeBesideEditor(d)
+                  : d
           ),
           sandbox: prepared.sandboxOptions
         }
@@ -517,6 +606,54 @@ class Live {
   }
 }
 
+/** What of its file system the editor offers (`fs/read_text_file`, `fs/write_text_file`). */
+export interface EditorFs {
+  readonly read: boolean
+  readonly write: boolean
+}
+
+interface ReadParams {
+  readonly path: string
+  readonly offset?: number | undefined
+  readonly limit?: number | undefined
+}
+
+/** Most bytes of numbered lines shown from an editor buffer (as `read_file` shows from disk). */
+const BUFFER_READ_BYTES = 256 * 1024
+
+/** `read_file`'s result for the text of an editor buffer. */
+const numberedFromBuffer = (rel: string, text: string, offset: number | undefined, limit: number | undefined) => {
+  const lines = text.split("\n")
+  if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop()
+  const start = offset ?? 1
+  const shown: Array<string> = []
+  let bytes = 0
+  let capped = false
+  for (let n = start; n <= lines.length && n < start + (limit ?? Number.MAX_SAFE_INTEGER); n++) {
+    const line = `${String(n).padStart(6)}\t${lines[n - 1]!.replace(/\r$/, "")}`
+    const len = Buffer.byteLength(line) + 1
+    if (bytes + len > BUFFER_READ_BYTES && shown.length > 0) {
+      capped = true
+      break
+    }
+    bytes += len
+    shown.push(line)
+  }
+  const end = start + shown.length - 1
+  const notes = ["read from the editor, where the file has unsaved changes (the file on disk differs)"]
+  if (capped) notes.push(`output capped; continue with offset=${end + 1}`)
+  else if (lines.length > 0 && start > lines.length)
+    notes.push(`offset ${start} is past the end: ${lines.length} lines`)
+  return {
+    path: rel,
+    content: shown.join("\n"),
+    start_line: start,
+    end_line: Math.max(end, start - 1),
+    total_lines: lines.length,
+    note: notes.join("; ")
+  }
+}
+
 const describeError = (e: unknown): string => {
   if (e instanceof CliError) return e.detail ? `${e.message}\n\n${e.detail}` : e.message
   return e instanceof Error ? e.message : String(e)
@@ -529,6 +666,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
     const note = (line: string) => void options.stderr.write(`muse acp: ${line}\n`)
     const sessions = new Map<string, Live>()
     let terminal = false
+    let editorFs: EditorFs = { read: false, write: false }
     const fail = (code: number, message: string) => new sdk.RequestError(code, message)
 
     const start = async (
@@ -557,7 +695,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
         const e = prepared.left
         throw fail(e.code === ExitCode.Usage && /no session/.test(e.message) ? -32002 : -32603, describeError(e))
       }
-      const live = new Live(id, prepared.right, client, note, terminal, scope)
+      const live = new Live(id, prepared.right, client, note, terminal, scope, editorFs)
       for (const w of [...prepared.right.notices, ...prepared.right.plugins.warnings]) {
         note(w)
         live.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `(${w})\n` } })
@@ -641,6 +779,10 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
       .agent({ name: "muse" })
       .onRequest("initialize", ({ params }) => {
         terminal = params.clientCapabilities?.terminal === true
+        editorFs = {
+          read: params.clientCapabilities?.fs?.readTextFile === true,
+          write: params.clientCapabilities?.fs?.writeTextFile === true
+        }
         return {
           protocolVersion: sdk.PROTOCOL_VERSION,
           agentCapabilities: {
