@@ -9,6 +9,7 @@ export default defineConfig({
       { find: /^@musekit\/core\/testing$/, replacement: src("./packages/core/src/testing.ts") },
       { find: /^@musekit\/core$/, replacement: src("./packages/core/src/index.ts") },
       { find: /^@musekit\/node$/, replacement: src("./packages/node/src/index.ts") },
+      { find: /^@musekit\/node\/promise$/, replacement: src("./packages/node/src/PromiseAgent.ts") },
       { find: /^@musekit\/pg\/testing$/, replacement: src("./packages/pg/src/testing.ts") },
       { find: /^@musekit\/pg$/, replacement: src("./packages/pg/src/index.ts") },
       { find: /^@musekit\/models$/, replacement: src("./packages/models/src/index.ts") },
@@ -21,7 +22,12 @@ export default defineConfig({
     ]
   },
   test: {
-    include: ["packages/*/test/**/*.test.ts", "plugins/*/test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
+    include: [
+      "packages/*/test/**/*.test.ts",
+      "plugins/*/test/**/*.test.ts",
+      "examples/*/test/**/*.test.ts",
+      "test/*/*.test.ts"
+    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",

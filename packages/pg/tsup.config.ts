@@ -1,9 +1,11 @@
 import { defineConfig } from "tsup"
 
 export default defineConfig({
-  entry: ["src/index.ts", "src/testing.ts"],
+  // one entry per public module (`@musekit/x/Module`), so declarations elsewhere can name its types
+  entry: ["src/*.ts"],
   format: ["esm"],
-  dts: true,
+  // declarations come from tsc (tsconfig.build.json): one .d.ts per module with its own names, no hashed chunks
+  dts: false,
   clean: true,
   sourcemap: true,
   target: "node20"

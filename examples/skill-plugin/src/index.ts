@@ -45,15 +45,6 @@ export const argsSchema = (defaultBullets = 3): Schema.Schema<TldrArgs, string> 
     encode: ({ path, bullets }) => ParseResult.succeed(`${path} --bullets ${bullets}`)
   })
 
-/**
- * `Skill.make` types a skill's failures as `SkillError`, but the effects of a recorded program can
- * also fail with the recorder's own errors (`Divergence`, `ReplayEnded`, `Interrupted`), which
- * `Session.replay` and `Session.resume` must see unchanged. They are let through as they are.
- */
-const recorded = <A, R>(
-  effect: Effect.Effect<A, Skill.SkillError | Recorder.RecorderError, R>
-): Effect.Effect<A, Skill.SkillError, R> => effect as unknown as Effect.Effect<A, Skill.SkillError, R>
-
 /** The `/tldr` skill. */
 export const tldr = (options: Options = {}) =>
   Skill.make({
@@ -61,29 +52,28 @@ export const tldr = (options: Options = {}) =>
     description: `Summarize a file in a few bullet points. ${usage}`,
     source: "@musekit/example-skill-plugin",
     args: argsSchema(options.defaultBullets),
+    // fails with SkillError for the user; the recorder's errors (a divergence on replay) pass through
     run: ({ path, bullets }: TldrArgs) =>
-      recorded(
-        Effect.gen(function* () {
-          const ctx = yield* Skill.SkillContext
-          const result = yield* ctx.agent.send(
-            `Read ${path} with read_file and summarize it in exactly ${bullets} bullet points, each a line starting with "- ". Reply with the bullet points only.`,
-            ctx.sendOptions
-          )
-          if (result.status !== "completed") {
-            return yield* new Skill.SkillError({
-              skill: "tldr",
-              message: `the agent could not summarize ${path}: ${result.reason ?? result.status}`
-            })
-          }
-          const points = result.text
-            .split("\n")
-            .filter((line) => line.startsWith("- "))
-            .map((line) => line.slice(2).trim())
-          yield* Recorder.record({ agent: ctx.agent.name, type: "tldr.summarized", data: { path, points } })
-          yield* ctx.output(`TL;DR of ${path}:\n${points.map((p) => `- ${p}`).join("\n")}`)
-          return { path, points }
-        })
-      )
+      Effect.gen(function* () {
+        const ctx = yield* Skill.SkillContext
+        const result = yield* ctx.agent.send(
+          `Read ${path} with read_file and summarize it in exactly ${bullets} bullet points, each a line starting with "- ". Reply with the bullet points only.`,
+          ctx.sendOptions
+        )
+        if (result.status !== "completed") {
+          return yield* new Skill.SkillError({
+            skill: "tldr",
+            message: `the agent could not summarize ${path}: ${result.reason ?? result.status}`
+          })
+        }
+        const points = result.text
+          .split("\n")
+          .filter((line) => line.startsWith("- "))
+          .map((line) => line.slice(2).trim())
+        yield* Recorder.record({ agent: ctx.agent.name, type: "tldr.summarized", data: { path, points } })
+        yield* ctx.output(`TL;DR of ${path}:\n${points.map((p) => `- ${p}`).join("\n")}`)
+        return { path, points }
+      })
   })
 
 /** The plugin: one factory with one options object. */

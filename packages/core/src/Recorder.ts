@@ -35,11 +35,74 @@ export class Divergence extends Schema.TaggedError<Divergence>("@musekit/core/Di
   seq: Schema.Number,
   agent: Schema.String,
   expected: Schema.String,
-  got: Schema.String
+  got: Schema.String,
+  /** What the difference suggests, e.g. the tools or plugin events of the recording this run lacks. */
+  hint: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `replay diverged at seq ${this.seq} (agent ${this.agent}):\n  expected ${this.expected}\n  got      ${this.got}`
+    return `replay diverged at seq ${this.seq} (agent ${this.agent}):\n  expected ${this.expected}\n  got      ${this.got}${
+      this.hint ? `\n  ${this.hint}` : ""
+    }`
   }
+}
+
+/** Event types the core machinery records; any other prefix belongs to a plugin or to the app. */
+const CORE_PREFIXES = new Set([
+  "session",
+  "model",
+  "tool",
+  "approval",
+  "turn",
+  "agent",
+  "crew",
+  "user",
+  "input",
+  "clock",
+  "random",
+  "interrupted",
+  "skill",
+  "checkpoint",
+  "inbox",
+  "prompt",
+  "file",
+  "report"
+])
+
+const toolNames = (e: { readonly data: unknown }): ReadonlyArray<string> | undefined => {
+  const tools = (e.data as { tools?: unknown } | null)?.tools
+  return Array.isArray(tools) && tools.every((t) => typeof t === "string") ? tools : undefined
+}
+
+/**
+ * Why a replay that diverged probably did: the recording offered tools this run does not have (a
+ * plugin or tool list differs), or holds an event of a plugin this run lacks. Undefined when
+ * nothing points that way.
+ */
+export const divergenceHint = (
+  expected: { readonly type: string; readonly data: unknown },
+  got: { readonly type: string; readonly data: unknown }
+): string | undefined => {
+  const before = toolNames(expected)
+  const now = toolNames(got)
+  if (before && now) {
+    const missing = before.filter((t) => !now.includes(t))
+    const extra = now.filter((t) => !before.includes(t))
+    const parts: Array<string> = []
+    if (missing.length > 0) parts.push(`the recording had the tool(s) ${missing.join(", ")} that this run lacks`)
+    if (extra.length > 0) parts.push(`this run has the tool(s) ${extra.join(", ")} the recording did not`)
+    if (parts.length > 0) {
+      return `${parts.join("; ")}: replay with the same plugins and tools the session was recorded with`
+    }
+  }
+  if (expected.type === "tool.started" && got.type !== "tool.started") {
+    const tool = (expected.data as { tool?: unknown } | null)?.tool
+    if (typeof tool === "string") return `the recording ran the tool ${tool} here: is it (or its plugin) missing?`
+  }
+  const prefix = expected.type.split(".")[0]!
+  if (expected.type !== got.type && !CORE_PREFIXES.has(prefix) && !got.type.startsWith(`${prefix}.`)) {
+    return `the recording has a ${expected.type} event here, which a plugin or the app records: replay with the plugin that records ${prefix}.* events`
+  }
+  return undefined
 }
 
 /** Replay reached the end of the log while the program wanted to go on (the run was cut short). */
@@ -330,7 +393,14 @@ export const makeReplay = (options: ReplayOptions): Service & ReplayState => {
     const expected = q.events[q.cursor]!
     if (expected.type === INTERRUPTED && draft.type !== INTERRUPTED) return interruptedAt(expected)
     if (!sameAs(draft, expected, redactor, checks)) {
-      return new Divergence({ seq: expected.seq, agent: draft.agent, expected: show(expected), got: show(draft) })
+      const hint = divergenceHint(expected, draft)
+      return new Divergence({
+        seq: expected.seq,
+        agent: draft.agent,
+        expected: show(expected),
+        got: show(draft),
+        ...(hint ? { hint } : {})
+      })
     }
     q.cursor++
     matched++

@@ -120,16 +120,43 @@ export const resume = <A, E, R>(
     return yield* Effect.provideService(program, Recorder.Recorder, rec)
   })
 
-/** Run `program` live, recording to the `EventLog` in context. */
+/** `run` was given a log that already holds events: continuing it is `resume`'s job. */
+export class SessionNotEmpty extends Schema.TaggedError<SessionNotEmpty>("@musekit/core/SessionNotEmpty")(
+  "SessionNotEmpty",
+  { session: Schema.String, lastSeq: Schema.Number }
+) {
+  override get message() {
+    return `session ${this.session} already holds ${this.lastSeq + 1} event(s): Session.run starts a new session on an empty log; use Session.resume to continue this one (or open a new session id)`
+  }
+}
+
+/**
+ * Run `program` live, recording to the `EventLog` in context. The log must be empty: appending a
+ * second run to a recorded session would make it unreplayable, so a log with events fails with
+ * `SessionNotEmpty` (continue it with `resume`).
+ */
 export const run = <A, E, R>(
   program: Effect.Effect<A, E, R>,
-  options: { readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined } = {}
-): Effect.Effect<A, E, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
+  options: {
+    readonly onEvent?: ((e: Event.Envelope) => Effect.Effect<void>) | undefined
+    /**
+     * Events the caller appended for this same run just before (its first events, written with the
+     * log's creation): the log must hold exactly that many.
+     */
+    readonly written?: number | undefined
+  } = {}
+): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder> | EventLog.EventLog> =>
   Effect.flatMap(EventLog.EventLog, (log) =>
-    Effect.provideService(
-      program,
-      Recorder.Recorder,
-      Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
+    Effect.flatMap(
+      log.lastSeq,
+      (lastSeq): Effect.Effect<A, E | SessionNotEmpty, Exclude<R, Recorder.Recorder>> =>
+        lastSeq !== (options.written ?? 0) - 1
+          ? Effect.fail(new SessionNotEmpty({ session: log.sessionId, lastSeq }))
+          : Effect.provideService(
+              program,
+              Recorder.Recorder,
+              Recorder.makeLive(log, options.onEvent ? { onEvent: options.onEvent } : {})
+            )
     )
   )
 

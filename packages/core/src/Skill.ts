@@ -21,6 +21,7 @@
 import { Context, Effect, Layer, ParseResult, Schema } from "effect"
 import type * as Agent from "./Agent.js"
 import type * as Crew from "./Crew.js"
+import type * as Recorder from "./Recorder.js"
 
 export class SkillError extends Schema.TaggedError<SkillError>("@musekit/core/SkillError")("SkillError", {
   skill: Schema.String,
@@ -32,7 +33,11 @@ export interface Skill<A = any, R = any> {
   readonly description: string
   /** Decodes the text after `/name` (a string schema takes it whole). */
   readonly args: Schema.Schema<A, string, never>
-  readonly run: (args: A) => Effect.Effect<unknown, SkillError, R>
+  /**
+   * Runs the skill. It fails with `SkillError` for the user to read; errors of the recorder (a
+   * replay that diverged, the log) pass through as they are.
+   */
+  readonly run: (args: A) => Effect.Effect<unknown, SkillError | Recorder.RecorderError, R>
   /** For `SKILL.md` skills: the instructions given to the model. */
   readonly instructions?: string | undefined
   /** Where it came from (a package name or a file path). */
@@ -43,7 +48,7 @@ export const make = <A, R>(options: {
   readonly name: string
   readonly description: string
   readonly args?: Schema.Schema<A, string, never> | undefined
-  readonly run: (args: A) => Effect.Effect<unknown, SkillError, R>
+  readonly run: (args: A) => Effect.Effect<unknown, SkillError | Recorder.RecorderError, R>
   readonly instructions?: string | undefined
   readonly source?: string | undefined
 }): Skill<A, R> => {
@@ -71,7 +76,7 @@ export interface Service {
   readonly get: (name: string) => Effect.Effect<Skill | undefined>
   readonly register: (skill: Skill) => Effect.Effect<void>
   /** Run `/name args`; unknown names and bad arguments are `SkillError`s. */
-  readonly invoke: (input: string) => Effect.Effect<unknown, SkillError, any>
+  readonly invoke: (input: string) => Effect.Effect<unknown, SkillError | Recorder.RecorderError, SkillContext>
 }
 
 export class Skills extends Context.Tag("@musekit/core/Skills")<Skills, Service>() {}

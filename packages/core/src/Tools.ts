@@ -21,8 +21,8 @@
  * const layer = Tools.layer([Echo])
  * ```
  */
-import { Tool } from "@effect/ai"
-import { Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
+import { Tool, type Toolkit } from "@effect/ai"
+import { Cause, Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
 import type * as Workspace from "./Workspace.js"
 
 /** What a tool may do to the world; approvals and resume decisions are made on it. */
@@ -196,6 +196,61 @@ export const make = <const F extends Schema.Struct.Fields, S>(
     fit: options.fit
   }
 }
+
+/**
+ * The tools of an existing @effect/ai `Toolkit` as MuseKit tools, run by the toolkit's own
+ * handlers (provide them with `toolkit.toLayer(handlers)`). Each tool needs an effect class for
+ * approvals: one for all, or one per tool name (unnamed ones default to `exec`, which asks).
+ * A handler failure (with `failureMode: "return"`, or a thrown error) goes back to the model.
+ *
+ * @example
+ * ```ts
+ * const Lookup = Tool.make("lookup", { parameters: { word: Schema.String }, success: Schema.String })
+ * const Dict = Toolkit.make(Lookup)
+ * const tools = yield* Tools.fromToolkit(Dict, { effect: "read" }).pipe(
+ *   Effect.provide(Dict.toLayer({ lookup: ({ word }) => Effect.succeed(`${word}: hello`) }))
+ * )
+ * ```
+ */
+export const fromToolkit = <T extends Record<string, Tool.Any>>(
+  toolkit: Toolkit.Toolkit<T>,
+  options: { readonly effect: EffectClass | { readonly [K in keyof T]?: EffectClass } }
+): Effect.Effect<ReadonlyArray<Definition>, never, Tool.HandlersFor<T>> =>
+  Effect.map(toolkit, (withHandler) =>
+    Object.values(toolkit.tools).map((t): Definition => {
+      checkName(t.name)
+      const effect =
+        typeof options.effect === "string"
+          ? options.effect
+          : ((options.effect as Record<string, EffectClass | undefined>)[t.name] ?? "exec")
+      const handle = withHandler.handle as (
+        name: string,
+        params: unknown
+      ) => Effect.Effect<{ readonly isFailure: boolean; readonly encodedResult: unknown }, unknown, never>
+      return {
+        name: t.name,
+        description: t.description ?? t.name,
+        parametersSchema: t.parametersSchema as Schema.Schema<any, any>,
+        jsonSchema: Tool.getJsonSchemaFromSchemaAst(t.parametersSchema.ast),
+        effect,
+        idempotent: effect === "read",
+        handler: (params) =>
+          handle(t.name, params).pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.fail(new ToolError({ message: `${t.name} failed: ${String(Cause.squash(cause))}` }))
+            ),
+            Effect.flatMap((r) =>
+              r.isFailure
+                ? Effect.fail(new ToolError({ message: JSON.stringify(r.encodedResult) }))
+                : Effect.succeed(r.encodedResult)
+            )
+          ),
+        summarize: (p) => `${t.name} ${JSON.stringify(p)}`,
+        paths: () => [],
+        internal: false
+      }
+    })
+  )
 
 /** Arguments of a tool described by a JSON schema: an object of any members. */
 export type JsonArguments = { readonly [key: string]: unknown }

@@ -18,7 +18,7 @@
  */
 import { LanguageModel } from "@effect/ai"
 import type { HttpClient } from "@effect/platform"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import { Effect, Either, Layer, Redacted, Schema, type Scope } from "effect"
 import type * as HttpPolicy from "./HttpPolicy.js"
 import { isLoopback, prepare } from "./internal/construct.js"
@@ -32,7 +32,14 @@ import * as Provider from "./Provider.js"
 export class ModelConfigError extends Schema.TaggedError<ModelConfigError>("@musekit/models/ModelConfigError")(
   "ModelConfigError",
   {
-    reason: Schema.Literal("MissingApiKey", "UnknownProvider", "InvalidSpec", "MissingBaseUrl", "InvalidBaseUrl"),
+    reason: Schema.Literal(
+      "MissingApiKey",
+      "UnknownProvider",
+      "InvalidSpec",
+      "MissingBaseUrl",
+      "InvalidBaseUrl",
+      "MissingPackage"
+    ),
     spec: Schema.String,
     provider: Schema.optional(Schema.String),
     variable: Schema.optional(Schema.String),
@@ -213,21 +220,21 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 export const makeResolved = (
   r: Resolved,
   options: Options = {}
-): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient | Scope.Scope> => {
+): Effect.Effect<LanguageModel.Service, ModelConfigError, HttpClient.HttpClient | Scope.Scope> => {
   switch (r.provider.api) {
     case "openai":
       return Effect.flatMap(
-        Effect.promise(() => import("./OpenAi.js")),
+        loadProvider(r, "@effect/ai-openai@0.41", () => import("./OpenAi.js")),
         (m) => m.make(r, options)
       )
     case "anthropic":
       return Effect.flatMap(
-        Effect.promise(() => import("./Anthropic.js")),
+        loadProvider(r, "@effect/ai-anthropic@0.27", () => import("./Anthropic.js")),
         (m) => m.make(r, options)
       )
     case "google":
       return Effect.flatMap(
-        Effect.promise(() => import("./Google.js")),
+        loadProvider(r, "@effect/ai-google@0.15", () => import("./Google.js")),
         (m) => m.make(r, options)
       )
     case "openai-compatible":
@@ -247,6 +254,32 @@ export const makeResolved = (
   }
 }
 
+/**
+ * Loads a provider module. The provider clients (`@effect/ai-openai`, `-anthropic`, `-google`) are
+ * optional peer dependencies: an app installs the ones it uses, and a missing one is a
+ * `ModelConfigError` that names the install command.
+ */
+const loadProvider = <A>(r: Resolved, pkg: string, load: () => Promise<A>): Effect.Effect<A, ModelConfigError> =>
+  Effect.tryPromise({
+    try: load,
+    catch: (cause) => cause
+  }).pipe(
+    Effect.catchAll((cause) => {
+      const name = pkg.slice(0, pkg.lastIndexOf("@"))
+      const code = (cause as { code?: unknown } | undefined)?.code
+      const missing = (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") && String(cause).includes(name)
+      if (!missing) return Effect.die(cause)
+      return Effect.fail(
+        new ModelConfigError({
+          reason: "MissingPackage",
+          spec: r.spec,
+          provider: r.provider.name,
+          message: `${r.spec} needs the package ${name}, which is not installed: run \`npm install ${pkg}\` (it is an optional peer dependency of @musekit/models)`
+        })
+      )
+    })
+  )
+
 /** Builds the `LanguageModel` for a spec; needs an `HttpClient`. */
 export const make = (
   spec: string,
@@ -264,12 +297,12 @@ export const layerWithoutHttpClient = (
 ): Layer.Layer<LanguageModel.LanguageModel, ModelConfigError, HttpClient.HttpClient> =>
   Layer.scoped(LanguageModel.LanguageModel, make(spec, options))
 
-/** The `LanguageModel` layer for a spec, over Node's undici HTTP client. */
+/** The `LanguageModel` layer for a spec, over the runtime's `fetch` (undici in Node). */
 export const layer = (
   spec: string,
   options: Options = {}
 ): Layer.Layer<LanguageModel.LanguageModel, ModelConfigError> =>
-  layerWithoutHttpClient(spec, options).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  layerWithoutHttpClient(spec, options).pipe(Layer.provide(FetchHttpClient.layer))
 
 /** A short description of a resolved model, for status lines: `anthropic/claude-sonnet-4-5 @ https://api.anthropic.com`. */
 export const describe = (r: Resolved): string => `${r.provider.name}/${r.model} @ ${r.baseUrl}`

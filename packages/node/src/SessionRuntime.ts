@@ -507,7 +507,7 @@ export const program = (cfg: Config, io: Io, _services?: Services, options: Prog
       if (rewindRequest) {
         yield* rewind(rewindRequest, inputSeq)
       } else if (Skill.parseInvocation(text) && (yield* skills.get(Skill.parseInvocation(text)!.name))) {
-        const result = yield* (skills.invoke(text) as Effect.Effect<unknown, Skill.SkillError>).pipe(
+        const result = yield* skills.invoke(text).pipe(
           Effect.provideService(Skill.SkillContext, { agent: main, crew, output, sendOptions }),
           Effect.catchTag("SkillError", (e) => Effect.as(output(e.message), undefined))
         )
@@ -603,7 +603,8 @@ export const configOf = (events: ReadonlyArray<Event.Envelope>): Effect.Effect<C
     if (!first) {
       return yield* new ConfigError({
         file: "<log>",
-        message: "the log has no session.started event: not a muse session"
+        message:
+          "the log has no session.started event: it was recorded by an app's own program (Session.run), not by muse or SessionRuntime; replay it with that program (Session.replay), or record sessions with SessionRuntime.start or createAgent from @musekit/node/promise"
       })
     }
     return yield* Schema.decodeUnknown(Config)((first.data as { config: unknown }).config).pipe(
@@ -696,6 +697,7 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       from: -1
     })
     let recorded: ProgramOptions["recorded"]
+    let written = 0
     if (options.task !== undefined) {
       const log = yield* EventLog.EventLog
       const rec = Recorder.makeLive(log)
@@ -706,6 +708,7 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
       ])
       if (options.io.onEvent) for (const e of first) yield* options.io.onEvent(e)
       recorded = { input: options.task }
+      written = first.length
     }
     return yield* Session.run(
       program(options.config, options.io, options.services, {
@@ -713,7 +716,7 @@ export const startOn = (options: Omit<StartOptions, "session"> & { readonly stor
         recorded,
         eventsBefore: eventsBefore(yield* EventLog.EventLog)
       }).pipe(Effect.provide(layer(options.config, options.io, options.services, { replaying: false }))),
-      { onEvent: options.io.onEvent }
+      { onEvent: options.io.onEvent, written }
     )
   })
 
