@@ -254,9 +254,14 @@ export const cases: ReadonlyArray<Case> = [
         yield* same((readErr as { _tag: string })._tag, "SessionNotFound", "read of a missing session")
         yield* same(yield* store.exists("nope"), false, "exists before")
         yield* withOpen(store, "nope", (log) => log.lastSeq)
-        yield* same(yield* store.exists("nope"), true, "exists after create")
-        yield* same(yield* store.read("nope"), [], "an empty session")
-        yield* same(yield* store.ends("nope"), {}, "ends of an empty session")
+        // a store may make a session with its first events (so a crash before them leaves nothing);
+        // one that made it at once holds it empty
+        if (yield* store.exists("nope")) {
+          yield* same(yield* store.read("nope"), [], "an empty session")
+          yield* same(yield* store.ends("nope"), {}, "ends of an empty session")
+        }
+        yield* withOpen(store, "nope", (log) => log.append({ agent: "main", type: "t", data: {} }))
+        yield* same(yield* store.exists("nope"), true, "exists after its first event")
       })
   },
   {
@@ -290,7 +295,7 @@ export const cases: ReadonlyArray<Case> = [
     run: (h) =>
       Effect.gen(function* () {
         const { store, another } = yield* h.fresh()
-        yield* withOpen(store, "s", () => Effect.void)
+        yield* withOpen(store, "s", (log) => log.append({ agent: "setup", type: "t", data: {} }))
         const writers = [store, yield* another, yield* another, yield* another]
         const acked: Array<Event.Envelope> = []
         // each writer opens the session when it is free, appends a few events, and closes it
@@ -315,7 +320,7 @@ export const cases: ReadonlyArray<Case> = [
           concurrency: "unbounded"
         })
         const all = yield* store.read("s")
-        yield* same(seqs(all), range(100), "seqs")
+        yield* same(seqs(all), range(101), "seqs")
         for (const e of acked) yield* same(all[e.seq], e, `acknowledged event ${e.seq}`)
         for (let w = 0; w < 4; w++) {
           yield* same(

@@ -947,6 +947,15 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
      * cherry-pick in progress, files written into the target before its commit, a temporary worktree.
      */
     const recoverMerge = Effect.gen(function* () {
+      // a ledger write killed before its rename leaves its temporary file
+      try {
+        for (const f of fs.readdirSync(dir)) {
+          if (f.startsWith(".merge-in-progress.json.") && f.endsWith(".tmp"))
+            fs.rmSync(path.join(dir, f), { force: true })
+        }
+      } catch {
+        // no session folder yet: nothing was left
+      }
       const l = readLedger()
       if (!l) return
       const inPath = (p: string) => isWithin(root, path.resolve(p)) && path.resolve(p) !== root
