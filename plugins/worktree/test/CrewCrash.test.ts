@@ -146,7 +146,14 @@ describe("a crew in worktrees killed at exact moments", () => {
     const after = await readEvents(r.state, r.session)
     const allocated = after.filter((e) => e.type === "worktree.allocated" && e.agent === agent)
     expect(allocated).toHaveLength(1)
-    expect(after.some((e) => e.type === "worktree.failed" || e.type === "crew.member.failed")).toBe(false)
+    expect(
+      after.filter((e) => e.type === "worktree.failed" || e.type === "crew.member.failed"),
+      JSON.stringify(
+        after
+          .filter((e) => e.type.startsWith("worktree") || e.type === "crew.member.failed")
+          .map((e) => [e.agent, e.type, e.data])
+      )
+    ).toEqual([])
     const note = after.find((e) => e.type === "worktree.reattached")
     expect((note?.data as any)?.worktrees).toContainEqual(expect.objectContaining({ agent, status: "recreated" }))
     expect(await problemsOf(r)).toEqual([])
