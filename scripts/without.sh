@@ -9,7 +9,10 @@ if [ $# -lt 3 ] || [ "$2" != "--" ]; then
 fi
 IFS=, read -r -a hide <<<"$1"
 shift 2
-shadow=$(mktemp -d "${TMPDIR:-/tmp}/musekit-without-XXXXXX")
+# outside /tmp (a sandboxed command gets a private /tmp, and would lose the PATH), and open to
+# other users (a test server started as another user runs programs through it)
+shadow=$(mktemp -d "$( [ -d /var/tmp ] && echo /var/tmp || echo "${TMPDIR:-/tmp}")/musekit-without-XXXXXX")
+chmod 755 "$shadow"
 trap 'rm -rf "$shadow"' EXIT
 newpath=()
 i=0

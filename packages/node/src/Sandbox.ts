@@ -131,6 +131,31 @@ export interface Availability {
 
 const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0
 
+/** Groups left by a muse process that was killed before it could remove them. */
+const removeStaleCgroups = (dir: string) => {
+  let names: Array<string> = []
+  try {
+    names = fs.readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const m = /^muse-(\d+)-\d+$/.exec(name)
+    if (!m) continue
+    const pid = Number(m[1])
+    if (pid === process.pid) continue
+    try {
+      process.kill(pid, 0)
+      continue // its process still runs
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "EPERM") continue
+    }
+    try {
+      fs.rmdirSync(path.join(dir, name))
+    } catch {}
+  }
+}
+
 /** The pids cgroup muse may create child groups in (root only), or why there is none. */
 const findPidsCgroup = (): ProcessLimit => {
   let lines: Array<string>
@@ -157,7 +182,10 @@ const findPidsCgroup = (): ProcessLimit => {
       fs.mkdirSync(probe)
       const ok = fs.existsSync(path.join(probe, "pids.max"))
       fs.rmdirSync(probe)
-      if (ok) return { _tag: "cgroup", dir }
+      if (ok) {
+        removeStaleCgroups(dir)
+        return { _tag: "cgroup", dir }
+      }
     } catch {
       try {
         fs.rmdirSync(probe)
@@ -167,32 +195,79 @@ const findPidsCgroup = (): ProcessLimit => {
   return { _tag: "none", reason: "muse runs as root and no pids cgroup is writable" }
 }
 
-const probeBwrap = (bwrap: string, extra: ReadonlyArray<string>, fd?: number) =>
-  spawnSync(
-    bwrap,
-    [
-      "--ro-bind",
-      "/",
-      "/",
-      "--dev",
-      "/dev",
-      "--proc",
-      "/proc",
-      "--unshare-net",
-      "--unshare-pid",
-      "--unshare-ipc",
-      ...(isRoot() ? [] : ["--unshare-user"]),
-      "--cap-drop",
-      "ALL",
-      "--die-with-parent",
-      ...extra,
-      "--",
-      "sh",
-      "-c",
-      ":"
-    ],
-    { stdio: ["ignore", "ignore", "pipe", ...(fd === undefined ? [] : [fd])], timeout: 10_000, encoding: "utf8" }
-  )
+/**
+ * Run `bwrap` once as a command would be run (see `bwrapArgs`), in a throw-away workspace: the
+ * command writes the workspace and /tmp, and must not be able to write `.git`.
+ */
+const probeSetup = (
+  bwrap: string,
+  filter: Buffer | undefined
+): { readonly status: number | null; readonly error: string } => {
+  let dir: string | undefined
+  let fd: number | undefined
+  try {
+    dir = realOr(fs.mkdtempSync(path.join(os.tmpdir(), "muse-sandbox-probe-")))
+    const ws = path.join(dir, "ws")
+    const tmp = path.join(dir, "tmp")
+    const hidden = path.join(dir, "hidden")
+    fs.mkdirSync(path.join(ws, ".git"), { recursive: true })
+    fs.mkdirSync(tmp, { mode: 0o700 })
+    fs.mkdirSync(hidden)
+    const unreadable = path.join(dir, "unreadable")
+    fs.writeFileSync(unreadable, "", { mode: 0o000 })
+    const blank = path.join(dir, "blank")
+    fs.writeFileSync(blank, "", { mode: 0o444 })
+    const secret = path.join(dir, "secret")
+    fs.writeFileSync(secret, "s")
+    const emptied = path.join(dir, "emptied")
+    fs.writeFileSync(emptied, "e")
+    if (filter) {
+      fs.writeFileSync(path.join(dir, "filter.bpf"), filter)
+      fd = fs.openSync(path.join(dir, "filter.bpf"), "r")
+    }
+    const args = bwrapArgs({
+      mode: "workspace-write",
+      cwd: ws,
+      writable: [ws],
+      readOnly: [path.join(ws, ".git")],
+      hiddenDirs: [hidden],
+      hiddenFiles: [secret],
+      emptiedFiles: [emptied],
+      tmp,
+      unreadable,
+      blank,
+      maskRun: fs.existsSync("/run"),
+      seccompFd: fd === undefined ? undefined : 3,
+      root: isRoot()
+    })
+    const r = spawnSync(
+      bwrap,
+      [...args, "--", "/bin/sh", "-c", "echo ok > probe && echo ok > /tmp/probe && ! (echo x > .git/x) 2>/dev/null"],
+      {
+        stdio: ["ignore", "ignore", "pipe", ...(fd === undefined ? [] : [fd])],
+        timeout: 10_000,
+        encoding: "utf8",
+        cwd: "/"
+      }
+    )
+    const said =
+      String(r.stderr ?? "")
+        .trim()
+        .split("\n")[0] ?? ""
+    if (r.error) return { status: null, error: r.error.message }
+    if (r.status !== 0) return { status: r.status, error: said || `exit ${r.status}` }
+    if (!fs.existsSync(path.join(ws, "probe")) || !fs.existsSync(path.join(tmp, "probe")))
+      return { status: -1, error: "a command in the sandbox could not write its workspace" }
+    if (fs.existsSync(path.join(ws, ".git", "x")))
+      return { status: -1, error: "the sandbox did not keep .git read-only" }
+    return { status: 0, error: "" }
+  } catch (e) {
+    return { status: null, error: e instanceof Error ? e.message : String(e) }
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+    if (dir) fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
 
 let detected: Availability | undefined
 
@@ -250,35 +325,24 @@ const detectNow = (): Availability => {
       processLimit: { _tag: "none", reason: "no sandbox" }
     }
   }
-  const plain = probeBwrap(bwrap, [])
-  if (plain.status !== 0) {
-    const err = String(plain.stderr ?? plain.error?.message ?? "").trim()
+  // one run with what a real command gets (a writable workspace with a read-only `.git`, a private
+  // /tmp, hidden files and folders, the seccomp filter): a machine that runs bwrap but not these
+  // has no sandbox, and says why, instead of failing every command
+  const filter = unixSocketFilter()
+  const withFilter = filter ? probeSetup(bwrap, filter) : undefined
+  const unixSocketsBlocked = withFilter?.status === 0
+  const setup = withFilter && unixSocketsBlocked ? withFilter : probeSetup(bwrap, undefined)
+  if (setup.status !== 0) {
+    const err = setup.error
     return {
       backend: "none",
       available: false,
-      reason: /namespace|permission|Operation not permitted/i.test(err)
-        ? `bubblewrap cannot create namespaces here (${err.split("\n")[0]}): user namespaces are off, or muse runs in a container that does not allow them`
-        : `bubblewrap does not run here: ${err.split("\n")[0] || `exit ${plain.status}`}`,
+      reason: /namespace|Operation not permitted/i.test(err)
+        ? `bubblewrap cannot create namespaces here (${err}): user namespaces are off, or muse runs in a container that does not allow them`
+        : `bubblewrap does not run here: ${err}`,
       program: bwrap,
       unixSocketsBlocked: false,
       processLimit: { _tag: "none", reason: "no sandbox" }
-    }
-  }
-  let unixSocketsBlocked = false
-  const filter = unixSocketFilter()
-  if (filter) {
-    const file = path.join(os.tmpdir(), `muse-seccomp-probe-${process.pid}.bpf`)
-    try {
-      fs.writeFileSync(file, filter)
-      const fd = fs.openSync(file, "r")
-      try {
-        unixSocketsBlocked = probeBwrap(bwrap, ["--seccomp", "3"], fd).status === 0
-      } finally {
-        fs.closeSync(fd)
-      }
-    } catch {
-    } finally {
-      fs.rmSync(file, { force: true })
     }
   }
   let processLimit: ProcessLimit
@@ -583,6 +647,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const m = mode
         if (m === "off" || !availability.available) return undefined
         const p = plan(request, m)
+        // the program is found on the host's PATH: a PATH folder under /tmp is out of sight in the
+        // sandbox (it has a /tmp of its own), so a program found there runs from where it really is
+        const program = request.argv[0] ?? ""
+        const found = program.includes("/") ? undefined : findOnPath(program, request.env ?? process.env)
+        const argv = found && within(found, "/tmp") ? [realOr(found), ...request.argv.slice(1)] : request.argv
         const refused: Array<string> = []
         const context = (limit: number | undefined): Blocked.Context => ({
           mode: m,
@@ -611,7 +680,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
           }
           return {
             file: availability.program!,
-            args: ["-p", profile, ...request.argv],
+            args: ["-p", profile, ...argv],
             env,
             stdio: [],
             started: () => {},
@@ -658,7 +727,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const inner = [
           ...(limit._tag === "prlimit" ? [limit.path, `--nproc=${processes}:${processes}`, "--"] : []),
           ...(proxied ? [process.execPath, "-e", FORWARDER, String(PROXY)] : []),
-          ...request.argv
+          ...argv
         ]
         const bwrap = [...bwrapArgs({ ...p, seccompFd }), "--", ...inner]
         const env = sandboxEnv(request.env ?? process.env, "/tmp", m)

@@ -102,14 +102,6 @@ const serverUser = (): { readonly uid: number; readonly gid: number } | undefine
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-const readable = (file: string) => {
-  try {
-    return fs.readFileSync(file, "utf8")
-  } catch {
-    return ""
-  }
-}
-
 /** Start a private server (see the module comment). */
 export const start = async (
   options: { readonly bin?: string | undefined; readonly maxConnections?: number | undefined } = {}
@@ -120,52 +112,81 @@ export const start = async (
     return { url: found.url, port: Number(new URL(found.url).port || 5432), stop: async () => {} }
   const bin = found.bin
   const user = serverUser()
-  // the server's user must reach its folder: as root, the test's own temp folder may be closed to it
+  // The server's own user makes its folder (in /tmp when it is not this process's user: the test's
+  // temp folder may be closed to it), so nothing here needs rights over another user's files.
   const base = user ? "/tmp" : os.tmpdir()
   const password = randomBytes(12).toString("hex")
   let lastError = ""
   for (let attempt = 0; attempt < 3; attempt++) {
-    const dir = fs.mkdtempSync(path.join(base, "muse-pg-"))
-    fs.writeFileSync(path.join(dir, "pw"), password, { mode: 0o600 })
-    if (user) {
-      fs.chownSync(dir, user.uid, user.gid)
-      fs.chownSync(path.join(dir, "pw"), user.uid, user.gid)
-    }
     const port = await freePort()
     // The shell waits on its stdin: when the starting process closes it (stop) or dies, the
-    // server gets a fast shutdown and the folder is removed.
+    // server gets a fast shutdown and the folder is removed. It prints the folder on its first
+    // line; what initdb and the server say goes to its stderr.
     // (the shell ignores the signals a terminal or a `timeout` sends to the whole group, so that
     // it always gets to the clean-up; the server sets handlers of its own)
     const script = [
       "trap '' INT TERM HUP",
-      `"$BIN/initdb" -D "$D/data" -U muse --pwfile="$D/pw" -A scram-sha-256 -E UTF8 --locale=C --no-sync >"$D/initdb.log" 2>&1 || exit 3`,
+      "umask 077",
+      'D=$(mktemp -d "$BASE/muse-pg-XXXXXX") || exit 4',
+      'echo "$D"',
+      'printf %s "$PW" >"$D/pw"',
+      "unset PW",
+      `"$BIN/initdb" -D "$D/data" -U muse --pwfile="$D/pw" -A scram-sha-256 -E UTF8 --locale=C --no-sync >/dev/null 2>&1 || { "$BIN/initdb" --version >&2; echo "initdb failed in $D" >&2; rm -rf "$D"; exit 3; }`,
       `"$BIN/postgres" -D "$D/data" -p "$PORT" -k "$D" -c listen_addresses=127.0.0.1 -c max_connections=${
         options.maxConnections ?? 300
-      } >"$D/server.log" 2>&1 </dev/null &`,
+      } </dev/null >&2 &`,
       "pg=$!",
       "cat >/dev/null",
       'kill -INT "$pg" 2>/dev/null',
       'wait "$pg"',
       'rm -rf "$D"'
     ].join("\n")
-    const child: ChildProcess = spawn("sh", ["-c", script], {
-      stdio: ["pipe", "ignore", "pipe"],
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", BIN: bin, D: dir, PORT: String(port), LC_ALL: "C" },
+    const child: ChildProcess = spawn("/bin/sh", ["-c", script], {
+      stdio: ["pipe", "pipe", "pipe"],
+      env: {
+        // the server's user may not reach every folder of this process's PATH
+        PATH: "/usr/local/bin:/usr/bin:/bin",
+        BIN: bin,
+        BASE: base,
+        PW: password,
+        PORT: String(port),
+        LC_ALL: "C"
+      },
       ...(user ? { uid: user.uid, gid: user.gid } : {}),
-      cwd: dir
+      cwd: "/"
     })
     child.stdin!.on("error", () => {})
+    let said = ""
+    child.stderr!.on("data", (d: Buffer) => {
+      said = (said + d.toString("utf8")).slice(-8_000)
+    })
+    let folder = ""
+    child.stdout!.on("data", (d: Buffer) => {
+      folder += d.toString("utf8")
+    })
     let exited = false
-    const closed = new Promise<void>((resolve) =>
+    let spawnError: Error | undefined
+    const closed = new Promise<void>((resolve) => {
+      child.on("error", (e) => {
+        spawnError = e
+        exited = true
+        resolve()
+      })
       child.on("close", () => {
         exited = true
         resolve()
       })
-    )
+    })
     const stop = async () => {
       if (!exited) child.stdin!.end()
       await closed
-      fs.rmSync(dir, { recursive: true, force: true })
+      const dir = folder.trim()
+      // the shell removes its folder; this only covers a shell that died before it could
+      if (dir.startsWith(`${base}/muse-pg-`)) {
+        try {
+          fs.rmSync(dir, { recursive: true, force: true })
+        } catch {}
+      }
     }
     const deadline = Date.now() + 60_000
     let ready = false
@@ -186,8 +207,14 @@ export const start = async (
       })
       return { url: `postgres://muse:${password}@127.0.0.1:${port}/postgres`, port, stop }
     }
-    lastError = `${readable(path.join(dir, "initdb.log"))}\n${readable(path.join(dir, "server.log"))}`.trim()
     await stop()
+    if (spawnError) {
+      throw new Error(
+        `the test Postgres server did not start: ${spawnError.message}` +
+          (user ? ` (starting /bin/sh as the postgres user, uid ${user.uid})` : "")
+      )
+    }
+    lastError = said.trim() || (Date.now() >= deadline ? "not ready after 60 s" : "the server exited")
     if (!/could not bind|already in use/i.test(lastError)) break
   }
   throw new Error(`the test Postgres server did not start:\n${lastError}`)
