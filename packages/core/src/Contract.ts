@@ -235,7 +235,8 @@ export interface Plugin {
   readonly name: string
   readonly layer?: Layer.Layer<never, unknown> | undefined
   readonly hooks?: Hooks | undefined
-  readonly tools?: ReadonlyArray<Tools.Definition> | undefined
+  /** Run, like the hooks, with the layer's services and `HookContext`. */
+  readonly tools?: ReadonlyArray<Tools.Definition<any, any, HookContext>> | undefined
   readonly skills?: ReadonlyArray<Skill> | undefined
   readonly roles?: ReadonlyArray<Role> | undefined
   /** What the plugin keeps between turns, for checkpoints (see `Checkpointing`). */
@@ -245,9 +246,14 @@ export interface Plugin {
 /**
  * What `Plugin.make` takes: a plugin whose `layer` provides `ROut` (failing with `E` while it is
  * built) and whose hooks may need `ROut` and `HookContext`, nothing else. A hook that needs a
- * service its plugin does not provide does not compile.
+ * service its plugin does not provide does not compile. `ROut` is read from `layer` alone; when
+ * TypeScript cannot read it (a layer built inline by a generic constructor such as `Layer.succeed`,
+ * next to hooks or tools declared elsewhere), name it: `Plugin.make<MyService>({ ... })`, or build
+ * the layer in a constant first.
  */
-export interface PluginOptions<ROut = never, E = never> extends Omit<Plugin, "layer" | "hooks"> {
+export interface PluginOptions<ROut = never, E = never> extends Omit<Plugin, "layer" | "hooks" | "tools"> {
   readonly layer?: Layer.Layer<ROut, E> | undefined
   readonly hooks?: Hooks<NoInfer<ROut> | HookContext> | undefined
+  /** Tools that may need what `layer` provides and `HookContext`, like the hooks. */
+  readonly tools?: ReadonlyArray<Tools.Definition<any, any, NoInfer<ROut> | HookContext>> | undefined
 }

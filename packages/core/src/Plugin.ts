@@ -17,7 +17,10 @@
  * | `onResume`         | sequential, in plugin order (before any crew member comes back) |
  * | `onEvent`          | parallel observers                 |
  *
- * A hook is a function or `{ handler, order: "pre" | "post" }`.
+ * A hook is a function or `{ handler, order: "pre" | "post" }`. It may use what its plugin's `layer`
+ * provides and the session's `Recorder` (`HookContext`); `make` rejects a hook that needs anything
+ * else at compile time. The types a plugin implements live in `Contract` (beneath `Agent` and
+ * `Crew`) and are re-exported here under the same names.
  *
  * @example
  * ```ts
@@ -292,8 +295,8 @@ export const layerEmpty: Layer.Layer<Plugins> = Layer.succeed(Plugins, empty)
 /**
  * Compose plugins into one layer: their own layers merged, and the `Plugins` registry whose hooks
  * run with those layers' services. Hooks are gone when the layer's scope closes. A plugin's own
- * layer must be self-contained (provide what it needs) or be satisfied by the context the
- * composed layer is built in; a failure building it is a defect naming nothing more specific.
+ * layer is self-contained (it needs nothing); a failure building it is a defect naming nothing
+ * more specific.
  */
 export const layer = (plugins: ReadonlyArray<PluginInput>): Layer.Layer<Plugins> => {
   const list = normalize(plugins)

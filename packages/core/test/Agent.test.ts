@@ -485,7 +485,37 @@ describe("Agent loop", () => {
       layer: Layer.succeed(Provided, { n: 1 }),
       hooks: { transformPrompt: (input) => Effect.as(Effect.zip(Provided, Recorder.Recorder), input) }
     })
-    expect([plugin, bare, literal, fine].map((p) => p.name)).toEqual(["lacking", "bare", "literal", "fine"])
+    const toolNeeding = <R>(service: Context.Tag<R, { readonly n: number }>) =>
+      Tools.make({
+        name: "count",
+        description: "A number from a service",
+        parameters: {},
+        effect: "read",
+        handler: () => Effect.map(service, (s) => s.n)
+      })
+    // a plugin's tools are checked like its hooks
+    const providing = Layer.succeed(Provided, { n: 1 })
+    const tooled = Plugin.make({ name: "tooled", layer: providing, tools: [toolNeeding(Provided)] })
+    // a layer built inline by a generic constructor, next to tools made elsewhere: name its services
+    const named = Plugin.make<Provided>({
+      name: "named",
+      layer: Layer.succeed(Provided, { n: 1 }),
+      tools: [toolNeeding(Provided)]
+    })
+    // @ts-expect-error -- the tool needs `Missing`, which the plugin does not provide
+    const untooled = Plugin.make({ name: "untooled", tools: [toolNeeding(Missing)] })
+    // @ts-expect-error -- the tools of `Tools.layer` need nothing
+    const layered = Tools.layer([toolNeeding(Provided)])
+    expect([plugin, bare, literal, fine, tooled, named, untooled].map((p) => p.name)).toEqual([
+      "lacking",
+      "bare",
+      "literal",
+      "fine",
+      "tooled",
+      "named",
+      "untooled"
+    ])
+    expect(layered).toBeDefined()
   })
 
   it.effect("a Promise-based plugin works without Effect", () =>
