@@ -3,7 +3,9 @@
  *
  * A skill has a name, a description, an argument schema and a `run` effect that may use the
  * agent's services. Skills also come from `SKILL.md` files (loaded by `@musekit/plugin-skills`);
- * those carry instructions for the model instead of code.
+ * those carry instructions for the model instead of code. The `Skill` type and `SkillError` are
+ * declared in `Contract` (beneath the agent loop and the crew, which `SkillContext` names) and
+ * re-exported here.
  *
  * @example
  * ```ts
