@@ -61,7 +61,8 @@ const adapter = (
     const client = (yield* HttpClient.HttpClient).pipe(
       HttpClient.mapRequest((request) => {
         let r = HttpClientRequest.prependUrl(request, apiUrl).pipe(HttpClientRequest.acceptJson)
-        if (options.apiKey !== undefined) r = HttpClientRequest.setHeader(r, apiKeyHeader, Redacted.value(options.apiKey))
+        if (options.apiKey !== undefined)
+          r = HttpClientRequest.setHeader(r, apiKeyHeader, Redacted.value(options.apiKey))
         return r
       }),
       options.transformClient,

@@ -96,7 +96,9 @@ export const toGeminiSchema = (root: unknown): GeminiSchema => {
     }
     if (typeof schema.$ref === "string") {
       const ref = schema.$ref
-      const name = decodeURIComponent(ref.replace(/^#\/(\$defs|definitions)\//, "")).replace(/~1/g, "/").replace(/~0/g, "~")
+      const name = decodeURIComponent(ref.replace(/^#\/(\$defs|definitions)\//, ""))
+        .replace(/~1/g, "/")
+        .replace(/~0/g, "~")
       if (!(name in defs) || seen.has(name)) return { type: "OBJECT", ...annotations(schema) }
       return { ...convert(defs[name], new Set([...seen, name])), ...annotations(schema) }
     }
@@ -175,7 +177,11 @@ const filePart = (part: Prompt.FilePart): GeminiPart => {
 
 /** Gemini wants a function's response as an object: anything else is wrapped (`output`, or `error` for a failure). */
 const responseOf = (part: Prompt.ToolResultPart): unknown =>
-  isRecord(part.result) ? part.result : part.isFailure ? { error: part.result ?? null } : { output: part.result ?? null }
+  isRecord(part.result)
+    ? part.result
+    : part.isFailure
+      ? { error: part.result ?? null }
+      : { output: part.result ?? null }
 
 /**
  * Converts a Prompt into `contents` and `systemInstruction`. Every system message goes into the
@@ -218,8 +224,7 @@ export const toContents = (
                 if (part.text.length > 0) parts.push({ text: part.text, ...signatureOf(part.options) })
                 break
               case "reasoning":
-                if (part.text.length > 0)
-                  parts.push({ text: part.text, thought: true, ...signatureOf(part.options) })
+                if (part.text.length > 0) parts.push({ text: part.text, thought: true, ...signatureOf(part.options) })
                 break
               case "file": {
                 if (part.data instanceof URL) {
@@ -415,7 +420,8 @@ const refusal = (provider: string, method: string, body: Record<string, any>): A
     })
   const blocked = isRecord(body.promptFeedback) ? body.promptFeedback.blockReason : undefined
   if (typeof blocked === "string" && !(Array.isArray(body.candidates) && body.candidates.length > 0)) {
-    const why = typeof body.promptFeedback.blockReasonMessage === "string" ? `: ${body.promptFeedback.blockReasonMessage}` : ""
+    const why =
+      typeof body.promptFeedback.blockReasonMessage === "string" ? `: ${body.promptFeedback.blockReasonMessage}` : ""
     return new AiError.UnknownError({
       module,
       method,
@@ -429,7 +435,10 @@ const callOf = (
   provider: string,
   method: string,
   part: GeminiPart
-): Effect.Effect<{ readonly id: string | undefined; readonly name: string; readonly params: unknown }, AiError.AiError> => {
+): Effect.Effect<
+  { readonly id: string | undefined; readonly name: string; readonly params: unknown },
+  AiError.AiError
+> => {
   const call = part.functionCall as Record<string, any>
   if (typeof call.name !== "string" || call.name === "") {
     return Effect.fail(
