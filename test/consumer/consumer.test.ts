@@ -3,7 +3,8 @@
  * installed with npm into a project outside the workspace (effect and the @effect packages at the
  * lowest versions the peer ranges allow), a custom agent, a skill plugin and a Promise-facade app
  * compiled with `tsc --strict --declaration`, then run against a local OpenAI-compatible server:
- * a session, replay --verify, resume, and replay --verify again.
+ * a session, replay --verify, resume, and replay --verify again. A Gemini model answers through
+ * `@musekit/models/google` alone, with no provider package installed.
  *
  * Needs the packages built (`pnpm build`) and the npm registry. Run alone with
  * `pnpm vitest run test/consumer`.
@@ -96,7 +97,7 @@ beforeAll(async () => {
   fs.writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }))
   const mine = installed.map((n) => tarballs.get(`@musekit/${n}`)!)
   sh("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...mine, ...lowest], app)
-  for (const f of ["agent.ts", "plugin.ts", "promise.ts", "tsconfig.json"]) {
+  for (const f of ["agent.ts", "plugin.ts", "promise.ts", "google.ts", "tsconfig.json"]) {
     fs.copyFileSync(fileURLToPath(new URL(`./app/${f}`, import.meta.url)), path.join(app, f))
   }
   server = await Fake.listen({
@@ -163,6 +164,30 @@ describe("consumer", () => {
     expect(r.replayed.matched).toBe(r.replayed.total)
     expect(r.again.matched).toBe(r.again.total)
     expect(r.again.total).toBeGreaterThan(r.replayed.total)
+  }, 300_000)
+
+  it("a Gemini model answers with no provider package installed", async () => {
+    expect(fs.existsSync(path.join(app, "node_modules/@effect/ai-google"))).toBe(false)
+    const reply = (text: string) => ({
+      candidates: [{ content: { role: "model", parts: [{ text }] }, finishReason: "STOP", index: 0 }],
+      usageMetadata: { promptTokenCount: 3, candidatesTokenCount: 2, thoughtsTokenCount: 5, totalTokenCount: 10 },
+      modelVersion: "gemini-2.5-flash"
+    })
+    server.reply(
+      Fake.json(200, reply("Hello!")),
+      Fake.sse([
+        { data: { ...reply("Hel"), candidates: [{ content: { role: "model", parts: [{ text: "Hel" }] }, index: 0 }] } },
+        { data: reply("lo!") }
+      ])
+    )
+    const seen = server.requests.length
+    const out = await runApp(["dist/google.js", server.url], app)
+    expect(JSON.parse(out.trim().split("\n").at(-1)!)).toEqual({ text: "Hello!", outputTokens: 7, streamed: "Hello!" })
+    const [whole, streamed] = server.requests.slice(seen)
+    expect(whole!.url).toBe("/v1beta/models/gemini-2.5-flash:generateContent")
+    expect(streamed!.url).toBe("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse")
+    expect(whole!.headers["x-goog-api-key"]).toBe("gemini-fake")
+    expect(whole!.body.contents).toEqual([{ role: "user", parts: [{ text: "Say hello" }] }])
   }, 300_000)
 
   it("the Promise facade does the same with no effect import", async () => {

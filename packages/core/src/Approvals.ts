@@ -460,20 +460,6 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
             warnings.push(
               `the ${describeRule(maybeDenied)} rule might apply to a part of the command that cannot be checked`
             )
-            const byMode = modeAllows(m, request.effect)
-            if (byMode === false) {
-              return {
-                decision: {
-                  allow: false,
-                  by: "mode",
-                  mode: m,
-                  reason: `${request.tool} is a ${request.effect} tool and the mode is ${m}`
-                },
-                warnings,
-                analyzed
-              }
-            }
-            return { warnings, analyzed }
           }
           const byMode = modeAllows(m, request.effect)
           if (byMode === false) {
@@ -488,6 +474,8 @@ export const make = (policy: Policy): Effect.Effect<Service> =>
               analyzed
             }
           }
+          // a deny rule that might apply: a person decides, never a rule or the mode
+          if (maybeDenied) return { warnings, analyzed }
           const risks = protectedRisks(request)
           if (risks.length > 0) return { warnings: [...risks, ...warnings], analyzed }
           if (request.unsandboxed) return { warnings: [UNSANDBOXED_WARNING, ...warnings], analyzed }

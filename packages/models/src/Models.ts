@@ -215,7 +215,8 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 /**
  * Builds the provider's `LanguageModel` for an already resolved spec. A provider's client is loaded
  * when it is first used (`@musekit/models/openai`, `/anthropic`, `/google`), so a program that talks to
- * one provider never loads the others.
+ * one provider never loads the others. Google (Gemini) and OpenAI-compatible servers need no
+ * provider package.
  */
 export const makeResolved = (
   r: Resolved,
@@ -234,7 +235,7 @@ export const makeResolved = (
       )
     case "google":
       return Effect.flatMap(
-        loadProvider(r, "@effect/ai-google@0.15", () => import("./Google.js")),
+        Effect.promise(() => import("./Google.js")),
         (m) => m.make(r, options)
       )
     case "openai-compatible":
@@ -255,7 +256,7 @@ export const makeResolved = (
 }
 
 /**
- * Loads a provider module. The provider clients (`@effect/ai-openai`, `-anthropic`, `-google`) are
+ * Loads a provider module. The provider clients (`@effect/ai-openai`, `@effect/ai-anthropic`) are
  * optional peer dependencies: an app installs the ones it uses, and a missing one is a
  * `ModelConfigError` that names the install command.
  */

@@ -1,6 +1,6 @@
-import { LanguageModel } from "@effect/ai"
+import { LanguageModel, Tool, Toolkit } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Chunk, Effect, Encoding, Schema, Stream } from "effect"
 import * as Fake from "./support/FakeServer.js"
 import {
   fast,
@@ -268,6 +268,236 @@ describe("google (Gemini generateContent)", () => {
       )
       const error = yield* streamText().pipe(Effect.provide(modelLayer(`google/${MODEL}`, server)), Effect.flip)
       expect(messageOf(error)).toBe("the connection to google dropped mid-response.")
+    })
+  )
+})
+
+// ---------------------------------------------------------------------------------------------
+// What the adapter writes and reads beyond the round trips above
+
+const Point = Schema.Struct({ x: Schema.Number, y: Schema.Number }).annotations({ identifier: "Point" })
+const Draw = Tool.make("draw", {
+  description: "Draw a line",
+  parameters: { from: Point, to: Point, style: Schema.Literal("solid", "dashed") },
+  success: Schema.String
+})
+const Now = Tool.make("now", { description: "The time", success: Schema.String })
+const Drawing = Toolkit.make(Draw, Now)
+const drawingLayer = Drawing.toLayer({ draw: () => Effect.succeed("drawn"), now: () => Effect.succeed("12:00") })
+
+const png = new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10])
+
+describe("google: request and response details", () => {
+  it.scopedLive(
+    "request: files inline or by URL, config and maxOutputTokens, tool choice, shared schemas, signatures",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Fake.make
+        server.reply(Fake.json(200, reply([{ text: "A square." }])))
+        const layer = modelLayer(`google/${MODEL}`, server, "", {
+          maxOutputTokens: 256,
+          config: {
+            generationConfig: { temperature: 0 },
+            safetySettings: [{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_NONE" }]
+          }
+        })
+        const res = yield* LanguageModel.generateText({
+          prompt: [
+            { role: "system", content: "Be brief." },
+            {
+              role: "user",
+              content: [
+                { type: "text", text: "What is in these?" },
+                { type: "file", mediaType: "image/png", data: png },
+                { type: "file", mediaType: "application/pdf", data: new URL("https://example.com/a.pdf") },
+                { type: "file", mediaType: "image/*", data: `data:image/webp;base64,${Encoding.encodeBase64(png)}` }
+              ]
+            },
+            {
+              role: "assistant",
+              content: [
+                { type: "reasoning", text: "The time first.", options: { google: { thoughtSignature: "sig-0" } } },
+                {
+                  type: "tool-call",
+                  id: "c1",
+                  name: "now",
+                  params: {},
+                  options: { google: { thoughtSignature: "sig-1" } }
+                }
+              ]
+            },
+            {
+              role: "tool",
+              content: [
+                {
+                  type: "tool-result",
+                  id: "c1",
+                  name: "now",
+                  result: "12:00",
+                  isFailure: false,
+                  providerExecuted: false
+                }
+              ]
+            },
+            { role: "assistant", content: [] },
+            { role: "user", content: "Draw it" }
+          ],
+          toolkit: Drawing,
+          toolChoice: { tool: "draw" },
+          disableToolCallResolution: true
+        }).pipe(Effect.provide(drawingLayer), Effect.provide(layer))
+        expect(res.text).toBe("A square.")
+
+        const body = server.requests[0]!.body
+        expect(body.systemInstruction).toEqual({ parts: [{ text: "Be brief." }] })
+        expect(body.contents).toEqual([
+          {
+            role: "user",
+            parts: [
+              { text: "What is in these?" },
+              { inlineData: { mimeType: "image/png", data: Encoding.encodeBase64(png) } },
+              { fileData: { mimeType: "application/pdf", fileUri: "https://example.com/a.pdf" } },
+              { inlineData: { mimeType: "image/webp", data: Encoding.encodeBase64(png) } }
+            ]
+          },
+          {
+            role: "model",
+            parts: [
+              { text: "The time first.", thought: true, thoughtSignature: "sig-0" },
+              { functionCall: { name: "now", args: {} }, thoughtSignature: "sig-1" }
+            ]
+          },
+          { role: "user", parts: [{ functionResponse: { id: "c1", name: "now", response: { output: "12:00" } } }] },
+          { role: "user", parts: [{ text: "Draw it" }] }
+        ])
+        expect(body.generationConfig).toEqual({ temperature: 0, maxOutputTokens: 256 })
+        expect(body.safetySettings).toEqual([{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_NONE" }])
+        expect(body.toolConfig).toEqual({ functionCallingConfig: { mode: "ANY", allowedFunctionNames: ["draw"] } })
+        const point = {
+          type: "OBJECT",
+          properties: { x: { type: "NUMBER" }, y: { type: "NUMBER" } },
+          required: ["x", "y"]
+        }
+        expect(body.tools).toEqual({
+          functionDeclarations: [
+            {
+              name: "draw",
+              description: "Draw a line",
+              parameters: {
+                type: "OBJECT",
+                properties: { from: point, to: point, style: { type: "STRING", enum: ["solid", "dashed"] } },
+                required: ["from", "to", "style"]
+              }
+            },
+            { name: "now", description: "The time" }
+          ]
+        })
+      })
+  )
+
+  it.scopedLive("response: thoughts as reasoning with their signature, function call ids kept, finish reasons", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const thought = { text: "Counting.", thought: true, thoughtSignature: "sig-a" }
+      server.reply(
+        Fake.json(
+          200,
+          reply([thought, { text: "4" }, { inlineData: { mimeType: "image/png", data: "iVBORw0K" } }], "MAX_TOKENS")
+        ),
+        Fake.sse([
+          { data: reply([thought], null) },
+          { data: reply([{ text: "Let me draw." }], null) },
+          {
+            data: reply(
+              [
+                {
+                  functionCall: { id: "fc-1", name: "now", args: {} },
+                  thoughtSignature: "sig-b"
+                }
+              ],
+              "STOP"
+            )
+          }
+        ]),
+        Fake.json(200, reply([{ text: "…" }], "SAFETY"))
+      )
+      const layer = modelLayer(`google/${MODEL}`, server)
+      const whole = yield* LanguageModel.generateText({ prompt: "2+2" }).pipe(Effect.provide(layer))
+      expect(whole.reasoningText).toBe("Counting.")
+      expect(whole.text).toBe("4")
+      expect(whole.finishReason).toBe("length")
+      const reasoning = whole.content.find((p) => p.type === "reasoning")
+      expect(reasoning?.metadata).toEqual({ google: { thoughtSignature: "sig-a" } })
+      const file = whole.content.find((p) => p.type === "file")
+      expect(file?.mediaType).toBe("image/png")
+
+      const streamed = yield* LanguageModel.streamText({
+        prompt: "draw",
+        toolkit: Drawing,
+        disableToolCallResolution: true
+      }).pipe(Stream.runCollect, Effect.provide(drawingLayer), Effect.provide(layer))
+      const parts = Chunk.toArray(streamed) as Array<any>
+      expect(parts.map((p) => p.type)).toEqual([
+        "response-metadata",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-start",
+        "text-delta",
+        "tool-params-start",
+        "tool-params-delta",
+        "tool-params-end",
+        "tool-call",
+        "text-end",
+        "finish"
+      ])
+      const call = parts.find((p) => p.type === "tool-call")
+      expect(call).toMatchObject({ id: "fc-1", name: "now", params: {} })
+      expect(call.metadata).toEqual({ google: { thoughtSignature: "sig-b" } })
+      expect(parts.find((p) => p.type === "reasoning-delta").metadata).toEqual({
+        google: { thoughtSignature: "sig-a" }
+      })
+      expect(parts.at(-1).reason).toBe("tool-calls")
+
+      const filtered = yield* LanguageModel.generateText({ prompt: "hi" }).pipe(Effect.provide(layer))
+      expect(filtered.finishReason).toBe("content-filter")
+    })
+  )
+
+  it.scopedLive("errors: a 400 body, a blocked prompt, an error event mid-stream, a stream without a finish", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const unfinished = Fake.sse([{ data: reply([{ text: "a" }], null) }])
+      server.reply(
+        Fake.json(
+          400,
+          googleError(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified")
+        ),
+        Fake.json(200, { promptFeedback: { blockReason: "PROHIBITED_CONTENT" }, usageMetadata: usage(5, 0) }),
+        Fake.sse([
+          { data: reply([{ text: "a" }], null) },
+          { data: googleError(500, "INTERNAL", "Internal error encountered.") }
+        ]),
+        unfinished,
+        unfinished
+      )
+      const layer = modelLayer(`google/${MODEL}`, server)
+      const bad = yield* LanguageModel.generateText({ prompt: "hi" }).pipe(Effect.provide(layer), Effect.flip)
+      expect(messageOf(bad)).toBe(
+        "google rejected the request (400): * GenerateContentRequest.contents: contents is not specified."
+      )
+      expect(server.requests.length).toBe(1) // a 400 is not retried
+      const blocked = yield* LanguageModel.generateText({ prompt: "hi" }).pipe(Effect.provide(layer), Effect.flip)
+      expect(messageOf(blocked)).toBe(
+        "google blocked the prompt (PROHIBITED_CONTENT). Next step: rephrase the request or remove the content it objects to."
+      )
+      const midStream = yield* streamText().pipe(Effect.provide(layer), Effect.flip)
+      expect(messageOf(midStream)).toBe("google reported an error mid-stream: Internal error encountered. (INTERNAL)")
+      const cut = yield* streamText().pipe(Effect.provide(layer), Effect.flip)
+      expect(messageOf(cut)).toBe("the connection to google closed before the response was complete.")
+      expect(server.requests.length).toBe(5) // the stream without a finish was asked for once more
+      expect(server.requests[0]!.headers["x-goog-api-key"]).toBe("gemini-test")
+      expect(JSON.stringify(bad)).not.toContain("gemini-test")
     })
   )
 })

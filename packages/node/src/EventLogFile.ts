@@ -251,6 +251,17 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
       })
   )
 
+/** Create `file` (mode 0600) holding `bytes`, synced to disk before it returns. */
+const writeSynced = (file: string, bytes: Uint8Array) => {
+  const fd = fs.openSync(file, "w", 0o600)
+  try {
+    for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+    fs.fsyncSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /**
  * Write `bytes` to `target` whole or not at all: written to a temporary file, synced, then renamed.
  * On failure (a full disk) the temporary file is removed, so nothing empty or partial is left behind.
@@ -258,13 +269,7 @@ const acquireLock = (session: string, lockFile: string): Effect.Effect<void, Eve
 const keepAside = (target: string, bytes: Uint8Array) => {
   const tmp = `${target}.tmp`
   try {
-    const fd = fs.openSync(tmp, "w", 0o600)
-    try {
-      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
-      fs.fsyncSync(fd)
-    } finally {
-      fs.closeSync(fd)
-    }
+    writeSynced(tmp, bytes)
     fs.renameSync(tmp, target)
   } catch (e) {
     fs.rmSync(tmp, { force: true })
@@ -426,13 +431,7 @@ const writeBlobFile = (file: string, bytes: Uint8Array) => {
   fs.mkdirSync(sub, { recursive: true, mode: 0o700 })
   const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`
   try {
-    const fd = fs.openSync(tmp, "w", 0o600)
-    try {
-      for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
-      fs.fsyncSync(fd)
-    } finally {
-      fs.closeSync(fd)
-    }
+    writeSynced(tmp, bytes)
     fs.renameSync(tmp, file)
   } finally {
     fs.rmSync(tmp, { force: true })
@@ -568,13 +567,7 @@ export const open = (
       Effect.try({
         try: () => {
           try {
-            const tmp = fs.openSync(fresh, "w", 0o600)
-            try {
-              for (let off = 0; off < bytes.length; ) off += fs.writeSync(tmp, bytes, off, bytes.length - off)
-              fs.fsyncSync(tmp)
-            } finally {
-              fs.closeSync(tmp)
-            }
+            writeSynced(fresh, bytes)
             fs.linkSync(fresh, file)
           } finally {
             fs.rmSync(fresh, { force: true })
