@@ -745,6 +745,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
             }
             if (cgroup) {
               const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
+              gate?.on("error", () => {})
               try {
                 if (child.pid !== undefined) fs.writeFileSync(path.join(cgroup, "cgroup.procs"), String(child.pid))
               } catch {}

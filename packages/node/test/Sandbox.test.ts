@@ -392,6 +392,21 @@ describe.skipIf(!available)("Sandbox: the escape corpus through run_shell (works
     })
   )
 
+  it.live("a command interrupted as it starts is stopped cleanly, again and again", () =>
+    Effect.gen(function* () {
+      const w = world()
+      // (a write to the command's pipes can fail as it dies: that must not reach muse as an error)
+      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      for (let i = 0; i < 40; i++) {
+        const fiber = yield* Effect.fork(run({ command: "sleep 5" }))
+        yield* Effect.sleep(`${i % 8} millis`)
+        yield* Fiber.interrupt(fiber)
+      }
+      // the sandbox still runs commands
+      expect(yield* run({ command: "echo still" })).toMatchObject({ exit_code: 0, output: "still\n" })
+    }).pipe(Effect.scoped)
+  )
+
   it.scoped("read-only writes only /tmp; off runs with full rights; unsandboxed runs outside only when allowed", () =>
     Effect.gen(function* () {
       const w = world()

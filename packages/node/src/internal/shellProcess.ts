@@ -136,6 +136,9 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
             detached: true,
             stdio: ["ignore", "pipe", "pipe", ...launch.stdio]
           })
+          // a command killed as it starts (Ctrl-C, a timeout) can leave a write to one of its pipes
+          // failing with EPIPE: that is the command's end, not muse's
+          for (const stream of child.stdio.slice(3)) (stream as NodeJS.EventEmitter | null)?.on("error", () => {})
           if (child.pid !== undefined) launch.started(child)
           return child
         },
@@ -169,6 +172,10 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
     }
     listen(child.stdout!)
     listen(child.stderr!)
+    // errors of a process whose outcome is already settled (reported once, below) are not muse's
+    child.on("error", () => {})
+    child.stdout!.on("error", () => {})
+    child.stderr!.on("error", () => {})
 
     const result = yield* Effect.async<{ code: number | null; signal: string | null }, SpawnFailed>((resume) => {
       let exitInfo: { code: number | null; signal: string | null } = { code: null, signal: null }
