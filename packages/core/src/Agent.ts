@@ -22,6 +22,7 @@
 import type { Prompt } from "@effect/ai"
 import { Effect, type Either, Option, Ref } from "effect"
 import * as Approvals from "./Approvals.js"
+import type { InboxMessage } from "./Contract.js"
 import type * as Event from "./Event.js"
 import * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
@@ -66,14 +67,7 @@ export interface State {
   readonly usage: Model.Usage
 }
 
-/** Something delivered to an agent between model calls. */
-export interface InboxMessage {
-  readonly id: string
-  readonly from: string
-  readonly text: string
-  /** Ids of what the message carries (e.g. crew reports), so a resumed session does not deliver them twice. */
-  readonly ids?: ReadonlyArray<string> | undefined
-}
+export type { InboxMessage } from "./Contract.js"
 
 export interface Inbox {
   /** Take what is waiting, without blocking. */

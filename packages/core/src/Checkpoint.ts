@@ -21,20 +21,14 @@
 import { Chunk, Effect, Either, Stream } from "effect"
 import * as Event from "./Event.js"
 import type * as EventLog from "./EventLog.js"
+import type { Checkpoint } from "./EventLog.js"
 import { hash53 } from "./Model.js"
 import type * as Redactor from "./Redactor.js"
 
-export const VERSION = 1
+// the checkpoint's shape is declared with the log stores that keep it (`EventLog.Checkpoint`)
+export type { Checkpoint } from "./EventLog.js"
 
-export interface Checkpoint<S = unknown> {
-  readonly version: typeof VERSION
-  readonly session: string
-  /** The last event the state includes. */
-  readonly seq: number
-  /** Hash of that event's canonical line: a checkpoint of another log never matches. */
-  readonly check: string
-  readonly state: S
-}
+export const VERSION: Checkpoint["version"] = 1
 
 /** The hash a checkpoint keeps of the event it was taken at. */
 export const checkOf = (event: Event.Envelope): string => hash53(Event.encodeLine(event))

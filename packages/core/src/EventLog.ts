@@ -20,7 +20,6 @@
  * ```
  */
 import { Chunk, Clock, Context, Effect, Either, Layer, PubSub, Schema, type Scope, Stream } from "effect"
-import type * as Checkpoint from "./Checkpoint.js"
 import * as Event from "./Event.js"
 import * as Redactor from "./Redactor.js"
 
@@ -519,6 +518,20 @@ export interface Ends {
 }
 
 /**
+ * The folded state of a session at an idle point, as a log store keeps it beside the log (the
+ * `Checkpoint` module makes, encodes and checks them; it re-exports this type).
+ */
+export interface Checkpoint<S = unknown> {
+  readonly version: 1
+  readonly session: string
+  /** The last event the state includes. */
+  readonly seq: number
+  /** Hash of that event's canonical line: a checkpoint of another log never matches. */
+  readonly check: string
+  readonly state: S
+}
+
+/**
  * The sessions a backend holds: opening one for writing (one writer at a time, across processes
  * where the backend is shared), reading without opening, their blobs and their checkpoints.
  * `SessionRuntime` runs a session on any store; the file store is the default.
@@ -541,9 +554,9 @@ export interface StoreService {
   /** A blob of the store (the blob store every session of it shares). */
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
   /** The session's latest checkpoint, or why there is none to use (`"none"`: never written). */
-  readonly readCheckpoint: (sessionId: string) => Effect.Effect<Either.Either<Checkpoint.Checkpoint, string>>
+  readonly readCheckpoint: (sessionId: string) => Effect.Effect<Either.Either<Checkpoint, string>>
   /** Replace the session's checkpoint (a crash leaves the old one or the new one, never a mix). */
-  readonly writeCheckpoint: (checkpoint: Checkpoint.Checkpoint) => Effect.Effect<void, EventLogError>
+  readonly writeCheckpoint: (checkpoint: Checkpoint) => Effect.Effect<void, EventLogError>
 }
 
 export class EventStore extends Context.Tag("@musekit/core/EventStore")<EventStore, StoreService>() {}
@@ -609,7 +622,7 @@ export const makeMemoryStore = (options: { readonly redactor?: Redactor.Redactor
     readCheckpoint: (sessionId) =>
       Effect.sync(() => {
         const text = checkpoints.get(sessionId)
-        return text === undefined ? Either.left("none") : Either.right(JSON.parse(text) as Checkpoint.Checkpoint)
+        return text === undefined ? Either.left("none") : Either.right(JSON.parse(text) as Checkpoint)
       }),
     writeCheckpoint: (checkpoint) =>
       // kept as text, redacted like the log (what `Checkpoint.encode` stores)

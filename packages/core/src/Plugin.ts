@@ -17,7 +17,10 @@
  * | `onResume`         | sequential, in plugin order (before any crew member comes back) |
  * | `onEvent`          | parallel observers                 |
  *
- * A hook is a function or `{ handler, order: "pre" | "post" }`.
+ * A hook is a function or `{ handler, order: "pre" | "post" }`. It may use what its plugin's `layer`
+ * provides and the session's `Recorder` (`HookContext`); `make` rejects a hook that needs anything
+ * else at compile time. The types a plugin implements live in `Contract` (beneath `Agent` and
+ * `Crew`) and are re-exported here under the same names.
  *
  * @example
  * ```ts
@@ -34,179 +37,60 @@
  * ```
  */
 import type { Prompt } from "@effect/ai"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
+import type {
+  BeforeToolCall,
+  ContextInput,
+  Hook,
+  HookFn,
+  Hooks,
+  Plugin,
+  PluginOptions,
+  PromptInput,
+  RestoreInfo,
+  ResumeInfo,
+  Role,
+  Skill,
+  SpawnFailed,
+  SpawnInfo,
+  SpawnResult,
+  ToolCallInfo,
+  ToolResult
+} from "./Contract.js"
 import type * as Event from "./Event.js"
-import type * as Model from "./Model.js"
 import type * as Recorder from "./Recorder.js"
-import type * as Skill from "./Skill.js"
 import * as Tools from "./Tools.js"
-import type * as Workspace from "./Workspace.js"
 
-/** A crew role as data. */
-export interface Role {
-  readonly name: string
-  readonly description: string
-  /** System instructions for members of this role. */
-  readonly instructions: string
-  /** Tool names the role may use (`"*"` = all), in addition to the crew tools. */
-  readonly tools: ReadonlyArray<string> | "*"
-  /** Whether members change files (the worktree plugin gives each writer its own worktree). */
-  readonly writes: boolean
-  readonly approvalMode?: "read-only" | "ask" | "auto-edit" | "auto" | undefined
-}
-
-/** An attachment on a user prompt (e.g. `@clip.mp4` in the CLI). */
-export interface Attachment {
-  readonly path: string
-  readonly mediaType?: string | undefined
-}
-
-export interface PromptInput {
-  readonly agent: string
-  readonly content: ReadonlyArray<Prompt.UserMessagePartEncoded>
-  readonly attachments: ReadonlyArray<Attachment>
-}
-
-export interface ContextInput {
-  readonly agent: string
-  /** The `provider/model` name the context is for. */
-  readonly model: string
-  readonly messages: ReadonlyArray<Prompt.MessageEncoded>
-  /** The system prompt that will precede the messages. */
-  readonly system: string
-  /** The provider said the last request was too long: shrink now, whatever the budget says. */
-  readonly force: boolean
-  /** Make a recorded model call (e.g. to summarize); use an agent name of your own, like `main/compactor`. */
-  readonly generate: (request: {
-    readonly agent: string
-    readonly system: string
-    readonly messages: ReadonlyArray<Prompt.MessageEncoded>
-  }) => Effect.Effect<{ readonly text: string }, Model.ModelError | Recorder.RecorderError>
-}
-
-export interface ToolCallInfo {
-  readonly agent: string
-  readonly callId: string
-  readonly tool: string
-  readonly params: unknown
-}
-
-/** `block` refuses the call (the reason goes to the model); `params` rewrites the arguments. */
-export type BeforeToolCall = { readonly block: string } | { readonly params: unknown }
-
-export interface ToolResult {
-  readonly isFailure: boolean
-  readonly result: unknown
-}
-
-export interface SpawnInfo {
-  readonly agent: string
-  readonly role: Role
-  /** Paths the first task names, for sparse checkouts. */
-  readonly paths?: ReadonlyArray<string> | undefined
-}
-
-/** A crew member coming back from a checkpoint, with what its spawn recorded (`SpawnResult.info`). */
-export interface RestoreInfo {
-  readonly agent: string
-  readonly role: Role
-  readonly info: unknown
-}
-
-export interface SpawnResult {
-  readonly workspace: Workspace.Service
-  /** Extra data recorded with the spawn (e.g. the worktree path and branch). */
-  readonly info?: unknown
-  /**
-   * The member's workspace could not be given back (a worktree that could not be re-created after a
-   * crash): why. `workspace` then refuses every path, and the member fails, reporting this to the
-   * main agent, as soon as it goes on live (what it replays still replays).
-   */
-  readonly unavailable?: string | undefined
-}
+export type {
+  Attachment,
+  BeforeToolCall,
+  Checkpointing,
+  ContextInput,
+  Hook,
+  HookContext,
+  HookFn,
+  Hooks,
+  Plugin,
+  PluginOptions,
+  PromptInput,
+  RestoreInfo,
+  ResumeInfo,
+  Role,
+  SpawnInfo,
+  SpawnResult,
+  ToolCallInfo,
+  ToolResult
+} from "./Contract.js"
+export { SpawnFailed } from "./Contract.js"
 
 /**
- * A session with recorded events is run again (resumed, or replayed): what it replays, before any
- * crew member comes back or any agent goes on. A plugin whose effects live outside the log (git
- * worktrees, say) puts the world back here; what it finds it records under an agent name of its
- * own (`Recorder.takeRecorded` gives back what earlier runs recorded there, so a replay, which
- * cannot look, reads it instead).
+ * Make a plugin. Its hooks may use what its `layer` provides (and `HookContext`); a hook that needs
+ * anything else is a type error here, not a missing service at run time.
  */
-export interface ResumeInfo {
-  /** The events the run replays (after the checkpoint it starts from, if any). */
-  readonly events: ReadonlyArray<Event.Envelope>
-  /** What members restored from a checkpoint recorded about workspaces of their own (`SpawnResult.info`). */
-  readonly workspaces: ReadonlyArray<{ readonly agent: string; readonly info: unknown }>
-}
-
-/** A plugin could not give a crew member what its role needs (e.g. its own git worktree): the member fails. */
-export class SpawnFailed extends Schema.TaggedError<SpawnFailed>("@musekit/core/SpawnFailed")("SpawnFailed", {
-  agent: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return `${this.agent} could not start: ${this.reason}`
-  }
-}
-
-export type HookFn<I, O, E = never> = (input: I) => Effect.Effect<O, E, any>
-export type Hook<I, O, E = never> =
-  | HookFn<I, O, E>
-  | { readonly handler: HookFn<I, O, E>; readonly order?: "pre" | "post" | undefined }
-
-export interface Hooks {
-  readonly transformPrompt?: Hook<PromptInput, PromptInput> | undefined
-  /** May fail only with the recorder's errors (divergence, end of a replayed log): those end the turn. */
-  readonly transformContext?:
-    | Hook<ContextInput, ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
-    | undefined
-  readonly beforeToolCall?: Hook<ToolCallInfo, BeforeToolCall | undefined> | undefined
-  readonly afterToolCall?: Hook<ToolCallInfo & { readonly result: ToolResult }, ToolResult> | undefined
-  /**
-   * May fail with the recorder's errors (those end the member, and a replay reports them) or with
-   * `SpawnFailed`: the member fails visibly (recorded, reported to the main agent) instead of
-   * working without what its role needs.
-   */
-  readonly onSpawn?: Hook<SpawnInfo, SpawnResult | undefined, Recorder.RecorderError | SpawnFailed> | undefined
-  /**
-   * A member that got its workspace from this plugin's `onSpawn` is restored from a checkpoint:
-   * give its workspace back (records nothing). Without it, such members turn checkpoints off.
-   */
-  readonly onRestore?: Hook<RestoreInfo, SpawnResult | undefined> | undefined
-  /** The session is resumed or replayed (see `ResumeInfo`); runs once, before the crew's members come back. */
-  readonly onResume?: Hook<ResumeInfo, void> | undefined
-  readonly onEvent?: Hook<Event.Envelope, void> | undefined
-}
-
-/**
- * How a plugin's state between turns is kept in checkpoints (the folded state of a session at an
- * idle point, which resume restores instead of re-running the session from its start).
- * `"stateless"`: nothing to keep. Otherwise `save` returns the state as JSON data, or `undefined`
- * when it cannot be saved now (then no checkpoint is taken), and `restore` puts it back in a new
- * run. Both run with the session's `Recorder` in context (one plugin value may serve several
- * sessions). A plugin that declares nothing turns checkpoints off for the sessions it is in.
- */
-export type Checkpointing =
-  | "stateless"
-  | {
-      readonly save: Effect.Effect<unknown, never, Recorder.Recorder>
-      readonly restore: (state: unknown) => Effect.Effect<void, never, Recorder.Recorder>
-    }
-
-export interface Plugin {
-  readonly name: string
-  readonly layer?: Layer.Layer<any, any, any> | undefined
-  readonly hooks?: Hooks | undefined
-  readonly tools?: ReadonlyArray<Tools.Definition> | undefined
-  readonly skills?: ReadonlyArray<Skill.Skill> | undefined
-  readonly roles?: ReadonlyArray<Role> | undefined
-  /** What the plugin keeps between turns, for checkpoints (see `Checkpointing`). */
-  readonly checkpoint?: Checkpointing | undefined
-}
-
-export const make = (options: Plugin): Plugin => {
+export const make = <ROut = never, E = never>(options: PluginOptions<ROut, E>): Plugin => {
   if (!options.name) throw new Error("a plugin needs a name")
-  return options
+  // the registry runs the hooks with the layer's services: from here on they are not named
+  return options as Plugin
 }
 
 export type PluginInput = Plugin | false | null | undefined | ReadonlyArray<PluginInput>
@@ -232,7 +116,7 @@ export const normalize = (plugins: ReadonlyArray<PluginInput>): ReadonlyArray<Pl
 export interface Service {
   readonly plugins: ReadonlyArray<Plugin>
   readonly tools: ReadonlyArray<Tools.Definition>
-  readonly skills: ReadonlyArray<Skill.Skill>
+  readonly skills: ReadonlyArray<Skill>
   readonly roles: ReadonlyArray<Role>
   readonly transformPrompt: (input: PromptInput) => Effect.Effect<PromptInput>
   readonly transformContext: (
@@ -270,22 +154,27 @@ const orderedHandlers = <I, O, E = never>(
   return [...pre, ...normal, ...post]
 }
 
-/** Build the registry (hooks bound to the context they run in). */
-export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Service, never, any> =>
+/**
+ * Build the registry: hooks (and plugin tools) run with the caller's services and, on top, those of
+ * the context the registry is built in (where the plugins' layers are provided).
+ */
+export const makeRegistry = (plugins: ReadonlyArray<Plugin>): Effect.Effect<Service> =>
   Effect.gen(function* () {
-    const ctx = yield* Effect.context<any>()
+    const ctx = yield* Effect.context<never>()
     // the caller's services with the plugins' on top; merged once per caller context (a loop calls
     // hooks from the same context step after step)
-    const merged = new WeakMap<Context.Context<any>, Context.Context<any>>()
-    const run = <O, E = never>(eff: Effect.Effect<O, E, any>) =>
-      Effect.contextWithEffect((caller: Context.Context<any>) => {
+    const merged = new WeakMap<Context.Context<never>, Context.Context<never>>()
+    const run = <O, E, R>(eff: Effect.Effect<O, E, R>): Effect.Effect<O, E> =>
+      Effect.contextWithEffect((caller: Context.Context<never>) => {
         let both = merged.get(caller)
         if (both === undefined) {
           both = Context.merge(caller, ctx)
           merged.set(caller, both)
         }
-        return Effect.mapInputContext(eff, (_: Context.Context<never>) => both as Context.Context<any>)
-      }) as Effect.Effect<O, E>
+        // what `R` names is in `both`: `Plugin.make` admits only the plugin layer's services and
+        // `HookContext`, which the calling agent or crew has
+        return Effect.mapInputContext(eff, () => both as Context.Context<R>)
+      })
     // hook points without handlers cost nothing (they run at every step of every agent)
     const sequential =
       <I>(fns: ReadonlyArray<HookFn<I, I>>) =>
@@ -406,16 +295,16 @@ export const layerEmpty: Layer.Layer<Plugins> = Layer.succeed(Plugins, empty)
 /**
  * Compose plugins into one layer: their own layers merged, and the `Plugins` registry whose hooks
  * run with those layers' services. Hooks are gone when the layer's scope closes. A plugin's own
- * layer must be self-contained (provide what it needs) or be satisfied by the context the
- * composed layer is built in; a failure building it is a defect naming nothing more specific.
+ * layer is self-contained (it needs nothing); a failure building it is a defect naming nothing
+ * more specific.
  */
 export const layer = (plugins: ReadonlyArray<PluginInput>): Layer.Layer<Plugins> => {
   const list = normalize(plugins)
-  const provided = list.map((p) => p.layer).filter((l): l is Layer.Layer<any, any, any> => l !== undefined)
+  const provided = list.map((p) => p.layer).filter((l) => l !== undefined)
   const registry = Layer.scoped(Plugins, makeRegistry(list))
-  if (provided.length === 0) return registry as Layer.Layer<Plugins>
+  if (provided.length === 0) return registry
   const merged = Layer.mergeAll(provided[0]!, ...provided.slice(1))
-  return Layer.orDie(Layer.provideMerge(registry, merged)) as Layer.Layer<Plugins>
+  return Layer.orDie(Layer.provideMerge(registry, merged))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
  * ```
  */
 import { Context, Effect, Layer, Option } from "effect"
-import type * as Agent from "./Agent.js"
+import type { InboxMessage } from "./Contract.js"
 
 export type Importance = "info" | "notable" | "blocking"
 
@@ -30,11 +30,11 @@ export interface Report {
 export interface Service {
   readonly offer: (report: Report) => Effect.Effect<void>
   /** At a boundary of the main agent (before its next model call): what is due now, as one message. */
-  readonly take: Effect.Effect<Option.Option<Agent.InboxMessage>>
+  readonly take: Effect.Effect<Option.Option<InboxMessage>>
   /** What is due now, without counting a boundary (for a waiting main agent, woken by the crew). */
-  readonly due: Effect.Effect<Option.Option<Agent.InboxMessage>>
+  readonly due: Effect.Effect<Option.Option<InboxMessage>>
   /** Everything pending, due or not (when the main agent is idle). */
-  readonly flush: Effect.Effect<Option.Option<Agent.InboxMessage>>
+  readonly flush: Effect.Effect<Option.Option<InboxMessage>>
   readonly pending: Effect.Effect<number>
   /** Forget reports that were delivered (replayed deliveries after a resume). */
   readonly delivered: (ids: ReadonlyArray<string>) => Effect.Effect<void>
@@ -69,7 +69,7 @@ export const make = (options: Options = {}): Service => {
   let boundary = 0
   let lastNotable = Number.NEGATIVE_INFINITY
 
-  const compose = (reports: ReadonlyArray<Report>): Agent.InboxMessage => {
+  const compose = (reports: ReadonlyArray<Report>): InboxMessage => {
     const lines: Array<string> = []
     for (const r of reports.filter((r) => r.importance === "blocking")) lines.push(`[blocking] ${r.from}: ${r.text}`)
     for (const r of reports.filter((r) => r.importance === "notable")) lines.push(`[notable] ${r.from}: ${r.text}`)
@@ -97,7 +97,7 @@ export const make = (options: Options = {}): Service => {
     return out
   }
 
-  const takeDue = (): Option.Option<Agent.InboxMessage> => {
+  const takeDue = (): Option.Option<InboxMessage> => {
     const blocking = queue.some((r) => r.importance === "blocking")
     const notableDue = queue.some((r) => r.importance === "notable") && boundary - lastNotable >= notableEvery
     const infos = queue.filter((r) => r.importance === "info").length

@@ -3,7 +3,9 @@
  *
  * A skill has a name, a description, an argument schema and a `run` effect that may use the
  * agent's services. Skills also come from `SKILL.md` files (loaded by `@musekit/plugin-skills`);
- * those carry instructions for the model instead of code.
+ * those carry instructions for the model instead of code. The `Skill` type and `SkillError` are
+ * declared in `Contract` (beneath the agent loop and the crew, which `SkillContext` names) and
+ * re-exported here.
  *
  * @example
  * ```ts
@@ -20,29 +22,12 @@
  */
 import { Context, Effect, Layer, ParseResult, Schema } from "effect"
 import type * as Agent from "./Agent.js"
+import { type Skill, SkillError } from "./Contract.js"
 import type * as Crew from "./Crew.js"
 import type * as Recorder from "./Recorder.js"
 
-export class SkillError extends Schema.TaggedError<SkillError>("@musekit/core/SkillError")("SkillError", {
-  skill: Schema.String,
-  message: Schema.String
-}) {}
-
-export interface Skill<A = any, R = any> {
-  readonly name: string
-  readonly description: string
-  /** Decodes the text after `/name` (a string schema takes it whole). */
-  readonly args: Schema.Schema<A, string, never>
-  /**
-   * Runs the skill. It fails with `SkillError` for the user to read; errors of the recorder (a
-   * replay that diverged, the log) pass through as they are.
-   */
-  readonly run: (args: A) => Effect.Effect<unknown, SkillError | Recorder.RecorderError, R>
-  /** For `SKILL.md` skills: the instructions given to the model. */
-  readonly instructions?: string | undefined
-  /** Where it came from (a package name or a file path). */
-  readonly source?: string | undefined
-}
+export type { Skill } from "./Contract.js"
+export { SkillError } from "./Contract.js"
 
 export const make = <A, R>(options: {
   readonly name: string

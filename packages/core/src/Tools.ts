@@ -72,7 +72,11 @@ export interface SettleContext extends CallContext {
   readonly observed: unknown
 }
 
-export interface Definition<P = any, S = any> {
+/**
+ * A tool. `R` is what its handler (and `preview`, `observe`, `settle`) need: nothing for the tools
+ * of `Tools.layer`; a plugin's tools may need what its layer provides (see `Plugin.make`).
+ */
+export interface Definition<P = any, S = any, R = never> {
   readonly name: string
   readonly description: string
   readonly parametersSchema: Schema.Schema<P, any>
@@ -80,7 +84,7 @@ export interface Definition<P = any, S = any> {
   readonly effect: EffectClass
   /** Safe to re-run after a crash left its outcome unknown. */
   readonly idempotent: boolean
-  readonly handler: (params: P, ctx: CallContext) => Effect.Effect<S, ToolError>
+  readonly handler: (params: P, ctx: CallContext) => Effect.Effect<S, ToolError, R>
   /** One line for approval prompts and the UI, e.g. the exact command. */
   readonly summarize: (params: P) => string
   /**
@@ -94,7 +98,7 @@ export interface Definition<P = any, S = any> {
    */
   readonly command?: ((params: P) => string) | undefined
   /** A preview for approval prompts, e.g. a diff. */
-  readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined>) | undefined
+  readonly preview?: ((params: P, ctx: CallContext) => Effect.Effect<string | undefined, never, R>) | undefined
   /**
    * Whether the call asks to run outside the OS sandbox (e.g. `run_shell` with `unsandboxed: true`
    * after the sandbox blocked a command). Such a call always asks, and only a person's "run
@@ -106,7 +110,7 @@ export interface Definition<P = any, S = any> {
    * to look at before the call runs (e.g. the branch head). Recorded with the call's start, as an
    * observation (a replay serves it, never compares it), and handed to `settle`.
    */
-  readonly observe?: ((params: P, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  readonly observe?: ((params: P, ctx: CallContext) => Effect.Effect<unknown, never, R>) | undefined
   /**
    * How a call that was running when the session stopped settles on resume: look at the world (and
    * at what `observe` saw) and say whether its effect happened (`done` with the result it would have
@@ -115,7 +119,7 @@ export interface Definition<P = any, S = any> {
    * anything else is reported as interrupted. The settlement is recorded as the call's outcome
    * (with `settled` saying which), so a replay takes it from the log.
    */
-  readonly settle?: ((params: P, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>) | undefined
+  readonly settle?: ((params: P, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError, R>) | undefined
   /**
    * The handler only changes in-session state (the crew, the plan, goals), never the world: it runs
    * again on replay and its result is checked against the log instead of served from it.
@@ -129,23 +133,23 @@ export interface Definition<P = any, S = any> {
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
 }
 
-export interface MakeOptions<F extends Schema.Struct.Fields, S> {
+export interface MakeOptions<F extends Schema.Struct.Fields, S, R = never> {
   readonly name: string
   readonly description: string
   readonly parameters: F
   readonly effect: EffectClass
   readonly idempotent?: boolean | undefined
-  readonly handler: (params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<S, ToolError>
+  readonly handler: (params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<S, ToolError, R>
   readonly summarize?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly paths?: ((params: Schema.Struct.Type<F>) => ReadonlyArray<string>) | undefined
   readonly command?: ((params: Schema.Struct.Type<F>) => string) | undefined
   readonly preview?:
-    | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined>)
+    | ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<string | undefined, never, R>)
     | undefined
   readonly unsandboxed?: ((params: Schema.Struct.Type<F>) => boolean) | undefined
-  readonly observe?: ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<unknown>) | undefined
+  readonly observe?: ((params: Schema.Struct.Type<F>, ctx: CallContext) => Effect.Effect<unknown, never, R>) | undefined
   readonly settle?:
-    | ((params: Schema.Struct.Type<F>, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError>)
+    | ((params: Schema.Struct.Type<F>, ctx: SettleContext) => Effect.Effect<Settlement<S>, ToolError, R>)
     | undefined
   readonly internal?: boolean | undefined
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
@@ -171,9 +175,9 @@ const checkName = (name: string) => {
   }
 }
 
-export const make = <const F extends Schema.Struct.Fields, S>(
-  options: MakeOptions<F, S>
-): Definition<Schema.Struct.Type<F>, S> => {
+export const make = <const F extends Schema.Struct.Fields, S, R = never>(
+  options: MakeOptions<F, S, R>
+): Definition<Schema.Struct.Type<F>, S, R> => {
   checkName(options.name)
   const parametersSchema = Schema.Struct(options.parameters)
   const jsonSchema = Tool.getJsonSchemaFromSchemaAst(parametersSchema.ast)

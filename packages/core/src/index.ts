@@ -10,6 +10,7 @@
 export * as Agent from "./Agent.js"
 export * as Approvals from "./Approvals.js"
 export * as Checkpoint from "./Checkpoint.js"
+export * as Contract from "./Contract.js"
 export * as Crew from "./Crew.js"
 export * as Event from "./Event.js"
 export * as EventLog from "./EventLog.js"

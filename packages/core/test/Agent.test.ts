@@ -1,6 +1,17 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, type Layer, Schema } from "effect"
-import { Agent, type Approvals, Event, EventLog, Model, Plugin, Redactor, Session, Tools } from "../src/index.js"
+import { Context, Effect, Layer, Schema } from "effect"
+import {
+  Agent,
+  type Approvals,
+  Event,
+  EventLog,
+  Model,
+  Plugin,
+  Recorder,
+  Redactor,
+  Session,
+  Tools
+} from "../src/index.js"
 import { autoPrompter, layerAgentServices, routed, Scripted, scriptedModel, type Turn } from "../src/testing.js"
 
 /** A tiny in-memory "file system" tool pair, so the loop can be tested without Node. */
@@ -429,6 +440,83 @@ describe("Agent loop", () => {
       expect(reg.roles.map((r) => r.name)).toEqual(["r2"])
     })
   )
+
+  it.effect("a plugin's hooks run with what its layer provides and the session's recorder", () =>
+    Effect.gen(function* () {
+      class Greeting extends Context.Tag("test/Greeting")<Greeting, { readonly word: string }>() {}
+      const seen: Array<string> = []
+      const plugin = Plugin.make({
+        name: "greeter",
+        layer: Layer.succeed(Greeting, { word: "hello" }),
+        hooks: {
+          transformPrompt: (input) =>
+            Effect.gen(function* () {
+              const { word } = yield* Greeting
+              const rec = yield* Recorder.Recorder
+              seen.push(rec.mode)
+              return { ...input, content: [...input.content, { type: "text" as const, text: word }] }
+            })
+        }
+      })
+      const sm = scriptedModel([Scripted.text("ok")])
+      yield* runLive(program({ languageModel: sm.layer, plugins: [plugin] }))
+      const user = sm.prompts[0]!.content.find((m) => m.role === "user") as any
+      expect(user.content.map((p: any) => p.text)).toEqual(["finish the todo", "hello"])
+      expect(seen).toEqual(["live"])
+    })
+  )
+
+  it("a hook that needs a service its plugin does not provide does not compile", () => {
+    class Missing extends Context.Tag("test/Missing")<Missing, { readonly n: number }>() {}
+    class Provided extends Context.Tag("test/Provided")<Provided, { readonly n: number }>() {}
+    const needsMissing = (input: Plugin.PromptInput) => Effect.as(Missing, input)
+    const plugin = Plugin.make({
+      name: "lacking",
+      layer: Layer.succeed(Provided, { n: 1 }),
+      // @ts-expect-error -- `Missing` is neither provided by the plugin's layer nor part of `HookContext`
+      hooks: { transformPrompt: needsMissing }
+    })
+    // @ts-expect-error -- without a layer, a hook may need only `HookContext`
+    const bare = Plugin.make({ name: "bare", hooks: { transformPrompt: needsMissing } })
+    // @ts-expect-error -- a plugin written as a value is checked the same way
+    const literal: Plugin.Plugin = { name: "literal", hooks: { transformPrompt: needsMissing } }
+    const fine = Plugin.make({
+      name: "fine",
+      layer: Layer.succeed(Provided, { n: 1 }),
+      hooks: { transformPrompt: (input) => Effect.as(Effect.zip(Provided, Recorder.Recorder), input) }
+    })
+    const toolNeeding = <R>(service: Context.Tag<R, { readonly n: number }>) =>
+      Tools.make({
+        name: "count",
+        description: "A number from a service",
+        parameters: {},
+        effect: "read",
+        handler: () => Effect.map(service, (s) => s.n)
+      })
+    // a plugin's tools are checked like its hooks
+    const providing = Layer.succeed(Provided, { n: 1 })
+    const tooled = Plugin.make({ name: "tooled", layer: providing, tools: [toolNeeding(Provided)] })
+    // a layer built inline by a generic constructor, next to tools made elsewhere: name its services
+    const named = Plugin.make<Provided>({
+      name: "named",
+      layer: Layer.succeed(Provided, { n: 1 }),
+      tools: [toolNeeding(Provided)]
+    })
+    // @ts-expect-error -- the tool needs `Missing`, which the plugin does not provide
+    const untooled = Plugin.make({ name: "untooled", tools: [toolNeeding(Missing)] })
+    // @ts-expect-error -- the tools of `Tools.layer` need nothing
+    const layered = Tools.layer([toolNeeding(Provided)])
+    expect([plugin, bare, literal, fine, tooled, named, untooled].map((p) => p.name)).toEqual([
+      "lacking",
+      "bare",
+      "literal",
+      "fine",
+      "tooled",
+      "named",
+      "untooled"
+    ])
+    expect(layered).toBeDefined()
+  })
 
   it.effect("a Promise-based plugin works without Effect", () =>
     Effect.gen(function* () {

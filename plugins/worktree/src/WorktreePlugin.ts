@@ -271,10 +271,7 @@ export const make = (options: Options): Plugin.Plugin => {
         "Show the changes a crew member made in its worktree (commits and uncommitted work) against the session's base.",
       parameters: { agent: Schema.String },
       effect: "read",
-      handler: ({ agent }) =>
-        withWorktree(agent, (w) => w.diff(agent)).pipe(
-          Effect.map((diff) => ({ agent, diff }))
-        ) as unknown as Effect.Effect<{ agent: string; diff: string }, Tools.ToolError>
+      handler: ({ agent }) => withWorktree(agent, (w) => w.diff(agent)).pipe(Effect.map((diff) => ({ agent, diff })))
     }),
     Tools.make({
       name: "worktree_merge",
@@ -293,12 +290,10 @@ export const make = (options: Options): Plugin.Plugin => {
             w.commit(agent, message ?? `work of ${agent}`),
             w.merge(agent, mergeOptions(strategy, message))
           )
-        ) as unknown as Effect.Effect<Worktrees.MergeResult, Tools.ToolError>,
+        ),
       // the merge's effect is in git, not in files: what the target was before, to judge it after a crash
       observe: ({ agent, strategy, message }) =>
-        Effect.flatMap(Worktrees.Worktrees, (w) =>
-          w.observeMerge(agent, mergeOptions(strategy, message))
-        ) as unknown as Effect.Effect<Worktrees.MergeObservation>,
+        Effect.flatMap(Worktrees.Worktrees, (w) => w.observeMerge(agent, mergeOptions(strategy, message))),
       // cut short by a crash: git says whether the merge commit is there (done) or not (merge again,
       // which commits what the interrupted run had staged first)
       settle: ({ agent, strategy, message }, ctx) =>
@@ -309,7 +304,7 @@ export const make = (options: Options): Plugin.Plugin => {
             (s): Tools.Settlement<Worktrees.MergeResult> =>
               s._tag === "Landed" ? Tools.Settlement.done(s.result) : Tools.Settlement.rerun
           )
-        ) as unknown as Effect.Effect<Tools.Settlement<Worktrees.MergeResult>, Tools.ToolError>
+        )
     })
   ]
 

@@ -7,6 +7,8 @@
  * replay exactly. Compaction and video are loaded when a session first needs them (a large
  * context, a prompt with a video), not at start-up.
  */
+
+import type { Prompt } from "@effect/ai"
 import { type Plugin, Recorder, Skill } from "@musekit/core"
 import { Git } from "@musekit/node"
 import * as SkillsPackage from "@musekit/plugin-skills"
@@ -66,7 +68,7 @@ export const compactSkill: Skill.Skill<string, any> = Skill.make({
     })
 })
 
-type ContextHandler = (input: Plugin.ContextInput) => Effect.Effect<ReadonlyArray<unknown>, never, any>
+type ContextHandler = Plugin.HookFn<Plugin.ContextInput, ReadonlyArray<Prompt.MessageEncoded>, Recorder.RecorderError>
 
 interface Compaction {
   readonly handler: ContextHandler
@@ -185,8 +187,8 @@ const compactionPlugin = (contextWindow: number | undefined): Plugin.Plugin => {
             loadedCompaction = compaction
             if (Option.isSome(rec))
               yield* Effect.provideService(applyRestored(compaction), Recorder.Recorder, rec.value)
-            return (yield* compaction.handler({ ...input, force })) as typeof input.messages
-          }) as Effect.Effect<typeof input.messages, never, never>
+            return yield* compaction.handler({ ...input, force })
+          })
       }
     }
   }
@@ -195,7 +197,7 @@ const compactionPlugin = (contextWindow: number | undefined): Plugin.Plugin => {
 // ---------------------------------------------------------------------------------------------
 // video input, loaded when a prompt mentions or attaches a video
 
-type PromptHandler = (input: Plugin.PromptInput) => Effect.Effect<Plugin.PromptInput, never, any>
+type PromptHandler = Plugin.HookFn<Plugin.PromptInput, Plugin.PromptInput>
 
 let videoHandler: Promise<PromptHandler | undefined> | undefined
 const loadVideo = (cwd: string): Promise<PromptHandler | undefined> => {
