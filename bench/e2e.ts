@@ -52,6 +52,8 @@ const TURNS = list(process.env.BENCH_E2E_TURNS, "20,100,500")
 const ROUNDS = Number(process.env.BENCH_E2E_ROUNDS ?? 3)
 const FORMATS = list(process.env.BENCH_E2E_FORMATS, "chat,anthropic,responses") as Array<Wire.Format>
 const PEERS = list(process.env.BENCH_E2E_PEERS, "pi")
+/** Node flags for every agent process (`--cpu-prof --cpu-prof-dir=/tmp/prof` to profile). */
+const NODE_ARGS = list(process.env.BENCH_E2E_NODE_ARGS?.replace(/\s+/g, ","), "")
 const MUSE_ARGS = list(process.env.BENCH_E2E_MUSE_ARGS?.replace(/\s+/g, ","), "")
 const WINDOW = 1_000_000
 const TIMEOUT_MS = Number(process.env.BENCH_E2E_TIMEOUT_MS ?? 600_000)
@@ -269,8 +271,8 @@ const spawnTimed = (
 ): Promise<{ code: number | null; wallMs: number; t0: number; out: string }> =>
   new Promise((resolve, reject) => {
     const [cmd, ...rest] = gnuTime
-      ? [gnuTime, "-f", "%M", "-o", rssFile, process.execPath, ...args]
-      : [process.execPath, ...args]
+      ? [gnuTime, "-f", "%M", "-o", rssFile, process.execPath, ...NODE_ARGS, ...args]
+      : [process.execPath, ...NODE_ARGS, ...args]
     const t0 = performance.now()
     const child = spawn(cmd!, rest, { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
     let out = ""
