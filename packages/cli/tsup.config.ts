@@ -23,13 +23,15 @@ const alias: Record<string, string> = {
 }
 
 // CommonJS packages that only some paths use (the skills plugin's front matter; @effect/cli's file
-// options, which muse does not use): bundled, but evaluated on their first call instead of when the
-// CLI loads. Each entry names the functions the bundled code calls.
+// options, which muse does not use): loaded on their first call instead of when the CLI loads.
+// Each entry names the functions the bundled code calls. yaml, the largest, is not bundled at all
+// (a dependency of this package, required from node_modules on first use); the others are bundled.
 const lazyPackages: Record<string, ReadonlyArray<string>> = {
   yaml: ["parse", "parseDocument", "isMap"],
   toml: ["parse"],
   ini: ["parse"]
 }
+const requiredAtRunTime = new Set(["yaml"])
 const lazyFirstCall: Plugin = {
   name: "lazy-first-call",
   setup(build) {
@@ -37,7 +39,8 @@ const lazyFirstCall: Plugin = {
     // one stand-in per package and folder (two folders may resolve two versions)
     const folders = new Map<string, number>()
     build.onResolve({ filter }, (args) => {
-      if (args.namespace === "lazy-first-call") return undefined
+      if (args.namespace === "lazy-first-call")
+        return requiredAtRunTime.has(args.path) ? { path: args.path, external: true } : undefined
       if (!folders.has(args.resolveDir)) folders.set(args.resolveDir, folders.size)
       return {
         path: `${args.path}#${folders.get(args.resolveDir)}`,
