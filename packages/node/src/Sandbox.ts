@@ -21,6 +21,7 @@
  *
  * const SandboxLive = Sandbox.layer({ mode: "workspace-write", network: { allow: ["registry.npmjs.org"] } })
  * Sandbox.detect().available // false on a machine without bubblewrap, with `reason`
+ * const probe = Sandbox.detectInBackground() // the same, without blocking; the layer awaits it
  * ```
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
