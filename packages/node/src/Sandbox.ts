@@ -32,6 +32,7 @@ import * as path from "node:path"
 import type { Duplex } from "node:stream"
 import { Redactor } from "@musekit/core"
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import { removeLeftovers } from "./internal/deadPids.js"
 import { findOnPath } from "./internal/ripgrep.js"
 import * as Blocked from "./internal/sandbox/blocked.js"
 import { FORWARDER, handleClient, hostMatcher, serveChannel } from "./internal/sandbox/proxy.js"
@@ -132,29 +133,12 @@ export interface Availability {
 const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0
 
 /** Groups left by a muse process that was killed before it could remove them. */
-const removeStaleCgroups = (dir: string) => {
-  let names: Array<string> = []
-  try {
-    names = fs.readdirSync(dir)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const m = /^muse-(\d+)-\d+$/.exec(name)
-    if (!m) continue
-    const pid = Number(m[1])
-    if (pid === process.pid) continue
-    try {
-      process.kill(pid, 0)
-      continue // its process still runs
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "EPERM") continue
-    }
-    try {
-      fs.rmdirSync(path.join(dir, name))
-    } catch {}
-  }
-}
+const removeStaleCgroups = (dir: string) =>
+  removeLeftovers(
+    dir,
+    (name) => /^muse-(\d+)-\d+$/.exec(name)?.[1],
+    (group) => fs.rmdirSync(group)
+  )
 
 /** The pids cgroup muse may create child groups in (root only), or why there is none. */
 const findPidsCgroup = (): ProcessLimit => {
