@@ -447,6 +447,10 @@ const gitDirsOf = (dotGit: string): Array<string> => {
   }
 }
 
+/** Some folder of `PATH` lies under /tmp (where the sandbox has a /tmp of its own). */
+const tmpOnPath = (PATH: string | undefined) =>
+  (PATH ?? "").split(path.delimiter).some((d) => d !== "" && within(path.resolve(d), "/tmp"))
+
 /** Drop paths that lie under another in the list (a mount over the parent covers them). */
 const outermost = (paths: ReadonlyArray<string>) => {
   const sorted = [...new Set(paths)].sort((a, b) => a.length - b.length)
@@ -631,10 +635,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const m = mode
         if (m === "off" || !availability.available) return undefined
         const p = plan(request, m)
-        // the program is found on the host's PATH: a PATH folder under /tmp is out of sight in the
-        // sandbox (it has a /tmp of its own), so a program found there runs from where it really is
+        // a PATH folder under /tmp is out of sight in the sandbox (it has a /tmp of its own), so a
+        // program found there runs from where it really is; only such a PATH is searched here
         const program = request.argv[0] ?? ""
-        const found = program.includes("/") ? undefined : findOnPath(program, request.env ?? process.env)
+        const env0 = request.env ?? process.env
+        const found = program.includes("/") || !tmpOnPath(env0.PATH) ? undefined : findOnPath(program, env0)
         const argv = found && within(found, "/tmp") ? [realOr(found), ...request.argv.slice(1)] : request.argv
         const refused: Array<string> = []
         const context = (limit: number | undefined): Blocked.Context => ({
