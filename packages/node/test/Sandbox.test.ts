@@ -477,3 +477,37 @@ describe("Sandbox: where none can run", () => {
     }
   })
 })
+
+describe("Sandbox: process-limit cgroups", () => {
+  // only where muse runs as root with a writable pids cgroup: the limit is a cgroup per command there
+  const cgroupDir = processLimit._tag === "cgroup" ? processLimit.dir : undefined
+  if (!cgroupDir)
+    console.warn(
+      `cgroup cleanup test skipped: the process limit here is not a pids cgroup (${
+        processLimit._tag === "none" ? processLimit.reason : processLimit._tag
+      })`
+    )
+  it.skipIf(!cgroupDir)("detect() removes the groups of dead muse processes and keeps those of live ones", () => {
+    const dir = cgroupDir!
+    // a pid that ran and is gone, and one that runs (this test's parent)
+    const dead = execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], {
+      encoding: "utf8"
+    })
+    const stale = path.join(dir, `muse-${dead}-1`)
+    const live = path.join(dir, `muse-${process.ppid}-1`)
+    fs.mkdirSync(stale)
+    fs.mkdirSync(live)
+    try {
+      expect(fs.existsSync(path.join(stale, "pids.max"))).toBe(true)
+      Sandbox.detect({ refresh: true })
+      expect(fs.existsSync(stale)).toBe(false)
+      expect(fs.existsSync(live)).toBe(true)
+    } finally {
+      for (const d of [stale, live]) {
+        try {
+          fs.rmdirSync(d)
+        } catch {}
+      }
+    }
+  })
+})
