@@ -38,6 +38,7 @@ import * as Blocked from "./internal/sandbox/blocked.js"
 import { FORWARDER, handleClient, hostMatcher, serveChannel } from "./internal/sandbox/proxy.js"
 import * as Seatbelt from "./internal/sandbox/seatbelt.js"
 import { unixSocketFilter } from "./internal/sandbox/seccomp.js"
+import * as Warm from "./internal/sandbox/warm.js"
 
 export const Mode = Schema.Literal("read-only", "workspace-write", "off")
 export type Mode = typeof Mode.Type
@@ -58,7 +59,12 @@ export const Settings = Schema.Struct({
   /** More paths commands may not read, besides the built-in list of secrets. */
   hidden: Schema.optional(Schema.Array(Schema.String)),
   /** Most processes (threads count) one command may run at once (default 2048). */
-  processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16)))
+  processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
+  /**
+   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command
+   * (default true); `false` starts a new sandbox for every command (slower, nothing shared).
+   */
+  reuse: Schema.optional(Schema.Boolean)
 })
 export type Settings = typeof Settings.Type
 
@@ -353,6 +359,13 @@ export interface Status {
   readonly network: ReadonlyArray<string>
   readonly writable: ReadonlyArray<string>
   readonly processes: number
+  /**
+   * How commands get their sandbox: `long-lived` (Linux: one per workspace, started at its first
+   * command), or `per-command` (macOS; `reuse: false`; or when the long-lived one could not start,
+   * with `launchReason`).
+   */
+  readonly launch: "long-lived" | "per-command"
+  readonly launchReason?: string | undefined
 }
 
 /** How to start one sandboxed process. */
@@ -368,6 +381,8 @@ export interface Launch {
   readonly mode: "read-only" | "workspace-write"
   /** What `explain` needs to read the command's output. */
   readonly context: Blocked.Context
+  /** Start the command in the long-lived sandbox instead of spawning `file` (Linux). */
+  readonly run?: (() => Warm.WarmChild) | undefined
 }
 
 export interface Request {
@@ -548,6 +563,20 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
     }
     let cgroups = 0
 
+    // the long-lived sandboxes: one per plan (writable root, mode, hidden paths…), started lazily
+    const reuse = settings.reuse !== false && availability.backend === "bubblewrap"
+    let reuseFailed: string | undefined
+    const warms = new Map<string, { warm: Promise<Warm.Warm>; used: number }>()
+    /** Where refusals of the shared proxy go: the commands running now. */
+    const listening = new Set<Array<string>>()
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        const all = [...warms.values()]
+        warms.clear()
+        for (const w of all) (await w.warm.catch(() => undefined))?.stop()
+      })
+    )
+
     // macOS: the proxy listens on a local port the profile lets commands reach
     let macProxy: { readonly port: number; readonly refused: Array<string> } | undefined
     const macProxyPort = (refused: Array<string>) =>
@@ -630,6 +659,102 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       }
     }
 
+    /** The long-lived sandbox for a plan, started at its first command (shared by those that ask at once). */
+    const warmFor = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
+      const key = JSON.stringify({ ...p, cwd: undefined })
+      const had = warms.get(key)
+      if (had) {
+        had.used = Date.now()
+        return had.warm.then((w) => {
+          if (w.alive()) return w
+          if (warms.get(key) === had) warms.delete(key)
+          return warmFor(p)
+        })
+      }
+      // a few at most: the idle one used longest ago makes room
+      if (warms.size >= 8) {
+        const oldest = [...warms.entries()].sort((a, b) => a[1].used - b[1].used)[0]!
+        warms.delete(oldest[0])
+        void oldest[1].warm.then(
+          (w) => w.running() === 0 && w.stop(),
+          () => {}
+        )
+      }
+      const warm = startWarm(p)
+      warms.set(key, { warm, used: Date.now() })
+      warm.catch(() => warms.delete(key))
+      return warm
+    }
+
+    const startWarm = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
+      const stdio: Array<number | "pipe"> = []
+      let fd: number | undefined
+      if (filter) {
+        fd = fs.openSync(filterFile, "r")
+        stdio[SEC - 3] = fd
+      }
+      const proxied = allowHosts.length > 0
+      if (proxied) stdio[PROXY - 3] = "pipe"
+      const limit = availability.processLimit
+      let cgroup: string | undefined
+      if (limit._tag === "cgroup") {
+        const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
+        try {
+          fs.mkdirSync(dir)
+          fs.writeFileSync(path.join(dir, "pids.max"), String(processes))
+          cgroup = dir
+          stdio[GATE - 3] = "pipe"
+        } catch {
+          removeCgroup(dir)
+        }
+      }
+      for (let i = 0; i < stdio.length; i++) if (stdio[i] === undefined) stdio[i] = "pipe"
+      const inner = [
+        ...(limit._tag === "prlimit" ? [limit.path, `--nproc=${processes}:${processes}`, "--"] : []),
+        process.execPath,
+        "-e",
+        Warm.SUPERVISOR,
+        ...(proxied ? [String(PROXY)] : [])
+      ]
+      const bwrap = [...bwrapArgs({ ...p, seccompFd: fd === undefined ? undefined : SEC }), "--", ...inner]
+      const started = Warm.start({
+        file: cgroup ? "/bin/sh" : availability.program!,
+        args: cgroup
+          ? ["-c", `read -r _ <&${GATE}; exec ${GATE}<&-; exec "$@"`, "sh", availability.program!, ...bwrap]
+          : bwrap,
+        // the supervisor's own: each command gets the environment it asks for
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, TMPDIR: "/tmp", LANG: process.env.LANG ?? "C" },
+        stdio,
+        started: (child) => {
+          if (fd !== undefined) fs.closeSync(fd)
+          fd = undefined
+          if (proxied) {
+            const channel = (child.stdio as ReadonlyArray<unknown>)[PROXY] as Duplex | null | undefined
+            if (channel)
+              serveChannel(channel, {
+                allowed,
+                refused: (h) => {
+                  for (const r of listening) r.push(h)
+                }
+              })
+          }
+          if (cgroup) {
+            const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
+            try {
+              if (child.pid !== undefined) fs.writeFileSync(path.join(cgroup, "cgroup.procs"), String(child.pid))
+            } catch {}
+            gate?.end("go\n")
+          }
+        },
+        ended: () => {
+          if (cgroup) removeCgroup(cgroup)
+        }
+      })
+      return started.finally(() => {
+        if (fd !== undefined) fs.closeSync(fd)
+      })
+    }
+
     const prepare = (request: Request): Effect.Effect<Launch | undefined, never, Scope.Scope> =>
       Effect.gen(function* () {
         const m = mode
@@ -642,6 +767,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const found = program.includes("/") || !tmpOnPath(env0.PATH) ? undefined : findOnPath(program, env0)
         const argv = found && within(found, "/tmp") ? [realOr(found), ...request.argv.slice(1)] : request.argv
         const refused: Array<string> = []
+        const limit = availability.processLimit
         const context = (limit: number | undefined): Blocked.Context => ({
           mode: m,
           cwd: p.cwd,
@@ -677,7 +803,31 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
             context: context(undefined)
           } satisfies Launch
         }
-        // bubblewrap
+        // bubblewrap: the long-lived sandbox of this plan, else one for this command
+        if (reuse && !reuseFailed) {
+          const warm = yield* Effect.promise(() =>
+            warmFor(p).then(
+              (w) => w,
+              (e: Error) => e
+            )
+          )
+          if (warm instanceof Error) reuseFailed = warm.message
+          else {
+            listening.add(refused)
+            yield* Effect.addFinalizer(() => Effect.sync(() => listening.delete(refused)))
+            const env = sandboxEnv(request.env ?? process.env, "/tmp", m)
+            return {
+              file: availability.program!,
+              args: [],
+              env,
+              stdio: [],
+              started: () => {},
+              mode: m,
+              context: context(limit._tag === "none" ? undefined : processes),
+              run: () => warm.run({ argv, cwd: p.cwd, env })
+            } satisfies Launch
+          }
+        }
         const stdio: Array<number | "pipe"> = []
         const release: Array<() => void> = []
         yield* Effect.addFinalizer(() =>
@@ -698,7 +848,6 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         }
         const proxied = allowHosts.length > 0
         if (proxied) stdio[PROXY - 3] = "pipe"
-        const limit = availability.processLimit
         let cgroup: string | undefined
         if (limit._tag === "cgroup") {
           const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
@@ -759,7 +908,13 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         availability,
         network: allowHosts,
         writable: extraWritable,
-        processes
+        processes,
+        launch: reuse && !reuseFailed ? ("long-lived" as const) : ("per-command" as const),
+        launchReason: reuse
+          ? reuseFailed
+          : availability.backend === "bubblewrap"
+            ? "the setting reuse is false"
+            : undefined
       })),
       prepare,
       explain: (launch, output) => Blocked.explain(output, launch.context)
@@ -793,5 +948,5 @@ export const describe = (status: Status): string => {
       : `at most ${status.processes} processes`
   return `sandbox ${status.mode} (${a.backend}): ${what}, ${net}, secrets hidden, ${limit}${
     a.unixSocketsBlocked ? ", no unix sockets" : ""
-  }`
+  }${status.launchReason ? `; a new sandbox for each command (${status.launchReason})` : ""}`
 }
