@@ -10,7 +10,11 @@
  *
  * Linux uses bubblewrap (`bwrap`): a mount namespace built from read-only and writable binds,
  * fresh network, PID and IPC namespaces, every capability dropped, a seccomp filter, and a process
- * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root). macOS
+ * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root). It is
+ * built once per plan (workspace, mode, hidden paths): a long-lived `bwrap` runs a small supervisor
+ * that starts each command inside it (`internal/sandbox/warm.ts`), so the commands of a workspace
+ * share its private `/tmp` and process limit; `reuse: false`, or a supervisor that cannot start,
+ * gives each command a `bwrap` of its own. macOS
  * uses `sandbox-exec` with a generated profile. Where neither can run (no `bwrap`, a container
  * without user namespaces), `status` says why and commands run without a sandbox, guarded by
  * approvals only: the CLI says so at start and in `/status`.
