@@ -459,8 +459,15 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
       // a timeout kills the command's whole group, background children too
       const slow = yield* run({ command: "sleep 30 & sleep 30", timeout_ms: 500 })
       expect(slow.timed_out).toBe(true)
-      const left = yield* run({ command: "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true" })
-      expect(left.output.trim()).toBe("0")
+      const count = "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true"
+      expect((yield* run({ command: count })).output.trim()).toBe("0")
+      // a background process still holding the output is stopped once the command has ended
+      const t = Date.now()
+      const held = yield* run({ command: "sleep 30 & echo done" })
+      expect(held).toMatchObject({ exit_code: 0, output: "done\n" })
+      expect(held.note).toContain("background processes still holding the output open were killed")
+      expect(Date.now() - t).toBeLessThan(20_000)
+      expect((yield* run({ command: count })).output.trim()).toBe("0")
     })
   )
 
