@@ -431,7 +431,7 @@ const expand = (p: string, home: string) =>
 
 const realOr = (p: string) => {
   try {
-    return fs.realpathSync(p)
+    return fs.realpathSync.native(p)
   } catch {
     return p
   }
