@@ -680,7 +680,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const oldest = [...warms.entries()].sort((a, b) => a[1].used - b[1].used)[0]!
         warms.delete(oldest[0])
         void oldest[1].warm.then(
-          (w) => w.running() === 0 && w.stop(),
+          (w) => w.retire(),
           () => {}
         )
       }

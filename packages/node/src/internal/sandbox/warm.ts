@@ -109,6 +109,8 @@ export interface Warm {
   readonly alive: () => boolean
   /** End the supervisor and with it the sandbox and every command in it. */
   readonly stop: () => void
+  /** End it once the commands running now have ended (at once when none runs). */
+  readonly retire: () => void
 }
 
 interface Entry {
@@ -140,6 +142,11 @@ export const start = (options: StartOptions): Promise<Warm> =>
     proc.on("error", () => {})
     if (proc.pid !== undefined) options.started(proc)
     const entries = new Map<number, Entry>()
+    let retiring = false
+    const forget = (id: number) => {
+      entries.delete(id)
+      if (retiring && entries.size === 0) warm.stop()
+    }
     let next = 1
     let ready = false
     let dead: string | undefined
@@ -208,12 +215,12 @@ export const start = (options: StartOptions): Promise<Warm> =>
             error?: string
           }
           e.exited = true
-          if (e.closed) entries.delete(id)
+          if (e.closed) forget(id)
           if (r.error !== undefined) e.child.emit("error", new Error(r.error))
           else e.child.emit("exit", r.code ?? null, r.signal ?? null)
         } else if (type === 4) {
           e.closed = true
-          if (e.exited) entries.delete(id)
+          if (e.exited) forget(id)
           e.child.stdout.end()
           e.child.stderr.end()
         }
@@ -246,6 +253,7 @@ export const start = (options: StartOptions): Promise<Warm> =>
             if (e && !e.closed) {
               e.closed = true
               send({ t: "drop", id })
+              if (e.exited) forget(id)
             }
             if (exited) child.emit("close")
             else child.once("exit", () => child.emit("close"))
@@ -272,6 +280,10 @@ export const start = (options: StartOptions): Promise<Warm> =>
         return child
       },
       running: () => entries.size,
+      retire: () => {
+        retiring = true
+        if (entries.size === 0) warm.stop()
+      },
       alive: () => dead === undefined,
       stop: () => {
         try {
