@@ -22,10 +22,12 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { EventEmitter } from "node:events"
 import { PassThrough } from "node:stream"
+import { FORWARD } from "./proxy.js"
 
 /** The program the sandbox runs with node (`node -e SUPERVISOR [proxy fd]`). */
 export const SUPERVISOR = String.raw`"use strict"
-const net = require("net"), { spawn } = require("child_process"), os = require("os")
+${FORWARD}
+const net = require("net"), { spawn } = require("child_process")
 const out = new net.Socket({ fd: 1, readable: false, writable: true })
 const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); out.write(d ? Buffer.concat([h, d]) : h) }
 const json = (o) => Buffer.from(JSON.stringify(o))
@@ -35,8 +37,9 @@ const start = (m) => {
   let child
   const env = Object.assign({}, m.env, proxyEnv)
   if (proxyEnv.HTTP_PROXY) { delete env.NO_PROXY; delete env.no_proxy }
+  const cannot = (e) => { send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) }
   try { child = spawn(m.argv[0], m.argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
-  catch (e) { send(3, m.id, json({ error: e.message })); send(4, m.id); return }
+  catch (e) { cannot(e); send(4, m.id); return }
   const k = { child, done: false, exited: false }
   kids.set(m.id, k)
   let open = 2
@@ -44,7 +47,7 @@ const start = (m) => {
   for (const [s, t] of [[child.stdout, 1], [child.stderr, 2]]) {
     s.on("data", (d) => { if (!k.done) send(t, m.id, d) }); s.on("end", ended); s.on("error", () => {})
   }
-  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) })
+  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e) })
   child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })) })
 }
 const handle = (m) => {
@@ -57,21 +60,9 @@ let buf = ""
 process.stdin.setEncoding("utf8")
 process.stdin.on("data", (c) => { buf += c; let i; while ((i = buf.indexOf("\n")) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); try { handle(JSON.parse(line)) } catch (e) { process.stderr.write("supervisor: " + e.message + "\n") } } })
 process.stdin.on("end", () => process.exit(0))
-const fd = process.argv[1] === undefined ? undefined : Number(process.argv[1])
-if (fd === undefined) send(5, 0)
-else {
-  const ch = new net.Socket({ fd, readable: true, writable: true })
-  const conns = new Map(); let next = 1, pbuf = Buffer.alloc(0)
-  const psend = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); ch.write(d ? Buffer.concat([h, d]) : h) }
-  ch.on("data", (c) => { pbuf = Buffer.concat([pbuf, c]); while (pbuf.length >= 9) { const n = pbuf.readUInt32BE(5); if (pbuf.length < 9 + n) break; const t = pbuf[0], id = pbuf.readUInt32BE(1), d = pbuf.subarray(9, 9 + n); pbuf = pbuf.subarray(9 + n); const s = conns.get(id); if (!s) continue; if (t === 2) s.write(Buffer.from(d)); else if (t === 3) { s.end(); conns.delete(id) } } })
-  ch.on("error", () => {})
-  const server = net.createServer((s) => { const id = next++; conns.set(id, s); psend(1, id); s.on("data", (d) => psend(2, id, d)); s.on("end", () => { if (conns.delete(id)) psend(3, id) }); s.on("close", () => { if (conns.delete(id)) psend(3, id) }); s.on("error", () => {}) })
-  server.listen(0, "127.0.0.1", () => {
-    const url = "http://127.0.0.1:" + server.address().port
-    proxyEnv = { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, npm_config_proxy: url, npm_config_https_proxy: url }
-    send(5, 0)
-  })
-}
+// with a proxy channel, every command's HTTP(S)_PROXY names the forwarder, started once here
+if (process.argv[1] === undefined) send(5, 0)
+else forward(Number(process.argv[1]), (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
 `
 
 /** A command run by the supervisor: the parts of a `ChildProcess` that running a command needs. */
