@@ -496,6 +496,31 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
     })
   )
 
+  it.scoped("a supervisor that cannot start: each command gets a sandbox of its own, and the status says why", () =>
+    Effect.gen(function* () {
+      const w = world()
+      // a bwrap that refuses to run the supervisor and runs everything else
+      const fake = path.join(tmp("muse-sbx-fakebwrap-"), "bwrap")
+      fs.writeFileSync(
+        fake,
+        `#!/bin/sh\ncase "$*" in *"use strict"*) echo "no supervisor here" >&2; exit 1;; esac\nexec "${detected.program}" "$@"\n`,
+        { mode: 0o755 }
+      )
+      const sandbox = yield* Sandbox.make(
+        { mode: "workspace-write" },
+        { home: w.home, availability: { ...detected, program: fake } }
+      )
+      const run = yield* runner(sandbox, w.root)
+      expect(yield* run({ command: "echo ok > ok.txt && cat ok.txt" })).toMatchObject({ exit_code: 0, output: "ok\n" })
+      const status = yield* sandbox.status
+      expect(status.launch).toBe("per-command")
+      expect(status.launchReason).toContain("no supervisor here")
+      expect(Sandbox.describe(status)).toContain("a new sandbox for each command (the sandbox could not start: exit 1")
+      expect(refusal(yield* run({ command: `echo x > ${w.outside}/target.txt` }))).toContain(w.outside)
+      expect(fs.readFileSync(path.join(w.outside, "target.txt"), "utf8")).toBe("original\n")
+    })
+  )
+
   it.scoped("reuse: false starts a sandbox per command, with the same confinement", () =>
     Effect.gen(function* () {
       const w = world()
