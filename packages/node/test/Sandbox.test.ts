@@ -468,6 +468,13 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
       expect(held.note).toContain("background processes still holding the output open were killed")
       expect(Date.now() - t).toBeLessThan(20_000)
       expect((yield* run({ command: count })).output.trim()).toBe("0")
+      // a mode change (/sandbox) is another sandbox: the running one is not reused for it
+      yield* sandbox.setMode("read-only")
+      expect(refusal(yield* run({ command: "echo x > ro.txt" }))).toContain("read-only")
+      expect(fs.existsSync(path.join(w.root, "ro.txt"))).toBe(false)
+      yield* sandbox.setMode("workspace-write")
+      expect((yield* run({ command: "echo x > rw.txt" })).exit_code).toBe(0)
+      expect(fs.existsSync(path.join(w.root, "rw.txt"))).toBe(true)
     })
   )
 
