@@ -11,7 +11,9 @@
  * - **gap**: client time between the end of a model answer (the server's last byte) and the next request
  *   (its headers arriving) — tool run, logging, prompt building, encoding; median and p99 over the run;
  * - **marginal ms/turn**: (wall at the largest N − wall at the smallest N) / (difference in N);
- * - **start → first request**: spawn of the process until the first model request arrives;
+ * - **start → first request**: spawn of the process until the first model request arrives; and the **CPU** the
+ *   agent's processes (it and its children) had used by then (Linux, from `/proc`: steadier than wall time on a
+ *   busy machine);
  * - **peak RSS** of the process (GNU time's maximum resident set size);
  * - **bytes/turn**: request body bytes sent per model call, mean over the run (and the last request).
  *
@@ -83,9 +85,44 @@ interface Session {
   /** Tool results a stored response had seen (for `previous_response_id`). */
   readonly responses: Map<string, number>
   problem: string | undefined
+  /** The agent's process, and the CPU its process tree had used when the first model request arrived. */
+  pid?: number | undefined
+  firstCpuMs?: number | undefined
 }
 
 let session: Session = { turns: 0, responses: new Map(), problem: undefined }
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** CPU time (user + system, with waited-for children) of a process and its descendants, from `/proc`. */
+const treeCpuMs = (pid: number): number | undefined => {
+  const ticks = (p: number): number => {
+    const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8")
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    let sum = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])
+    for (const task of fs.readdirSync(`/proc/${p}/task`)) {
+      const children = fs.readFileSync(`/proc/${p}/task/${task}/children`, "utf8").trim()
+      for (const c of children === "" ? [] : children.split(" ")) {
+        try {
+          sum += ticks(Number(c))
+        } catch {} // a child that just ended
+      }
+    }
+    return sum
+  }
+  try {
+    return (ticks(pid) * 1000) / CLK_TCK
+  } catch {
+    return undefined
+  }
+}
+
 let responseIds = 0
 
 const fail = (res: import("node:http").ServerResponse, message: string) => {
@@ -103,6 +140,7 @@ const answer: Fake.Handler = (req, res, recorded) => {
     return
   }
   if (format === undefined || req.method !== "POST") return fail(res, `unexpected ${req.method} ${recorded.url}`)
+  if (session.firstCpuMs === undefined && session.pid !== undefined) session.firstCpuMs = treeCpuMs(session.pid)
   const body = recorded.body
   if (typeof body !== "object" || body === null) return fail(res, "the request body is not JSON")
   if (body.stream !== true) return fail(res, "the bench server answers streaming requests only")
@@ -257,6 +295,7 @@ const peerFactories: Record<string, (dir: string) => Agent> = { pi: piAgent }
 interface Run {
   readonly wallMs: number
   readonly firstRequestMs: number
+  readonly firstRequestCpuMs: number | undefined
   readonly gaps: ReadonlyArray<number>
   readonly peakRssMiB: number | undefined
   readonly requests: number
@@ -275,6 +314,7 @@ const spawnTimed = (
       : [process.execPath, ...NODE_ARGS, ...args]
     const t0 = performance.now()
     const child = spawn(cmd!, rest, { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
+    session.pid = child.pid
     let out = ""
     const keep = (d: Buffer) => {
       out = (out + d.toString("utf8")).slice(-8000)
@@ -325,6 +365,7 @@ const runOnce = async (
   return {
     wallMs: r.wallMs,
     firstRequestMs: model[0]!.receivedAt - r.t0,
+    firstRequestCpuMs: session.firstCpuMs,
     gaps,
     peakRssMiB: readRss(rssFile),
     requests: model.length,
@@ -360,6 +401,7 @@ interface Summary {
   readonly runs: number
   readonly wallMs: number
   readonly firstRequestMs: number
+  readonly firstRequestCpuMs: number | undefined
   readonly gapMedianMs: number
   readonly gapP99Ms: number
   readonly gapMaxMs: number
@@ -370,6 +412,7 @@ interface Summary {
 
 const summarize = (agent: string, format: Wire.Format, turns: number, runs: ReadonlyArray<Run>): Summary => {
   const rss = runs.flatMap((r) => (r.peakRssMiB === undefined ? [] : [r.peakRssMiB]))
+  const cpu = runs.flatMap((r) => (r.firstRequestCpuMs === undefined ? [] : [r.firstRequestCpuMs]))
   return {
     agent,
     format,
@@ -377,6 +420,7 @@ const summarize = (agent: string, format: Wire.Format, turns: number, runs: Read
     runs: runs.length,
     wallMs: median(runs.map((r) => r.wallMs)),
     firstRequestMs: median(runs.map((r) => r.firstRequestMs)),
+    firstRequestCpuMs: cpu.length > 0 ? median(cpu) : undefined,
     // per run, then the median run (a slow minute on a shared machine moves a whole run)
     gapMedianMs: median(runs.map((r) => median(r.gaps))),
     gapP99Ms: median(runs.map((r) => percentile(r.gaps, 0.99))),
@@ -444,7 +488,7 @@ export const run = async (): Promise<void> => {
               runs.set(k, [...(runs.get(k) ?? []), r])
               process.stdout.write(
                 `  round ${round + 1} · ${agent.name} · ${format} · ${turns}: ${fmtMs(r.wallMs)}, first request ` +
-                  `${fmtMs(r.firstRequestMs)}, gap p50 ${fmtMs(median(r.gaps))}\n`
+                  `${fmtMs(r.firstRequestMs)} (CPU ${r.firstRequestCpuMs === undefined ? "–" : fmtMs(r.firstRequestCpuMs)}), gap p50 ${fmtMs(median(r.gaps))}\n`
               )
             } catch (e) {
               failures.push(`${k}: ${(e as Error).message}`)
@@ -486,6 +530,7 @@ export const run = async (): Promise<void> => {
           String(turns),
           fmtMs(s.wallMs),
           fmtMs(s.firstRequestMs),
+          s.firstRequestCpuMs === undefined ? "–" : fmtMs(s.firstRequestCpuMs),
           fmtMs(s.gapMedianMs),
           fmtMs(s.gapP99Ms),
           fmtMs(s.gapMaxMs),
@@ -502,6 +547,7 @@ export const run = async (): Promise<void> => {
         "tool calls",
         "wall",
         "start → 1st request",
+        "CPU to 1st request",
         "gap p50",
         "gap p99",
         "gap max",
@@ -534,6 +580,12 @@ export const run = async (): Promise<void> => {
     row("gap p99", m.gapP99Ms, fmtMs, (p) => find(p.name, format, large)?.gapP99Ms)
     row(`marginal ms/turn (${small}→${large})`, mm, fmtMs, (p) => marginal(p.name, format))
     row("start → first request", m.firstRequestMs, fmtMs, (p) => find(p.name, format, large)?.firstRequestMs)
+    row(
+      "CPU until first request",
+      m.firstRequestCpuMs ?? Number.NaN,
+      fmtMs,
+      (p) => find(p.name, format, large)?.firstRequestCpuMs
+    )
     row(
       `peak RSS at ${large}`,
       m.peakRssMiB ?? Number.NaN,

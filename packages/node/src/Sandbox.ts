@@ -25,9 +25,10 @@
  *
  * const SandboxLive = Sandbox.layer({ mode: "workspace-write", network: { allow: ["registry.npmjs.org"] } })
  * Sandbox.detect().available // false on a machine without bubblewrap, with `reason`
+ * const probe = Sandbox.detectInBackground() // the same, without blocking; the layer awaits it
  * ```
  */
-import { type ChildProcess, spawnSync } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -193,10 +194,10 @@ const findPidsCgroup = (): ProcessLimit => {
  * Run `bwrap` once as a command would be run (see `bwrapArgs`), in a throw-away workspace: the
  * command writes the workspace and /tmp, and must not be able to write `.git`.
  */
-const probeSetup = (
+function* probeSetup(
   bwrap: string,
   filter: Buffer | undefined
-): { readonly status: number | null; readonly error: string } => {
+): Generator<ProbeRun, { readonly status: number | null; readonly error: string }, ProbeResult> {
   let dir: string | undefined
   let fd: number | undefined
   try {
@@ -234,16 +235,17 @@ const probeSetup = (
       seccompFd: fd === undefined ? undefined : 3,
       root: isRoot()
     })
-    const r = spawnSync(
-      bwrap,
-      [...args, "--", "/bin/sh", "-c", "echo ok > probe && echo ok > /tmp/probe && ! (echo x > .git/x) 2>/dev/null"],
-      {
-        stdio: ["ignore", "ignore", "pipe", ...(fd === undefined ? [] : [fd])],
-        timeout: 10_000,
-        encoding: "utf8",
-        cwd: "/"
-      }
-    )
+    const r = yield {
+      file: bwrap,
+      args: [
+        ...args,
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo ok > probe && echo ok > /tmp/probe && ! (echo x > .git/x) 2>/dev/null"
+      ],
+      fds: fd === undefined ? [] : [fd]
+    }
     const said =
       String(r.stderr ?? "")
         .trim()
@@ -263,16 +265,77 @@ const probeSetup = (
   }
 }
 
+/** A process the probe runs (stdin and stdout ignored, stderr read, `fds` from fd 3 on), and how it ended. */
+interface ProbeRun {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly fds: ReadonlyArray<number>
+}
+interface ProbeResult {
+  readonly status: number | null
+  readonly stderr: string
+  readonly error?: Error | undefined
+}
+
+const PROBE_TIMEOUT_MS = 10_000
+
+const runProbeSync = (run: ProbeRun): ProbeResult => {
+  const r = spawnSync(run.file, run.args as Array<string>, {
+    stdio: ["ignore", "ignore", "pipe", ...run.fds],
+    timeout: PROBE_TIMEOUT_MS,
+    encoding: "utf8",
+    cwd: "/"
+  })
+  return { status: r.status, stderr: String(r.stderr ?? ""), error: r.error }
+}
+
+const runProbe = (run: ProbeRun): Promise<ProbeResult> =>
+  new Promise((resolve) => {
+    let stderr = ""
+    let error: Error | undefined
+    const child = spawn(run.file, run.args as Array<string>, {
+      stdio: ["ignore", "ignore", "pipe", ...run.fds],
+      timeout: PROBE_TIMEOUT_MS,
+      cwd: "/"
+    })
+    child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+    child.on("error", (e) => (error ??= e))
+    child.on("close", (status) => resolve({ status, stderr, error }))
+  })
+
 let detected: Availability | undefined
+let detecting: Promise<Availability> | undefined
 
 /** What sandbox this machine can run (probed once per process: one `bwrap` run of a few ms). */
 export const detect = (options: { readonly refresh?: boolean } = {}): Availability => {
   if (detected && !options.refresh) return detected
-  detected = detectNow()
+  const steps = detectSteps()
+  let step = steps.next()
+  while (!step.done) step = steps.next(runProbeSync(step.value))
+  detected = step.value
   return detected
 }
 
-const detectNow = (): Availability => {
+/**
+ * {@link detect} without blocking: the probe's processes run while the caller goes on (a session
+ * starts it first thing and waits for it only where the answer is needed). Same answer, same
+ * once-per-process cache.
+ */
+export const detectInBackground = (options: { readonly refresh?: boolean } = {}): Promise<Availability> => {
+  if (detected && !options.refresh) return Promise.resolve(detected)
+  if (detecting && !options.refresh) return detecting
+  const probing = (async () => {
+    const steps = detectSteps()
+    let step = steps.next()
+    while (!step.done) step = steps.next(await runProbe(step.value))
+    if (options.refresh || !detected) detected = step.value
+    return step.value
+  })()
+  detecting = probing
+  return probing
+}
+
+function* detectSteps(): Generator<ProbeRun, Availability, ProbeResult> {
   if (process.platform === "darwin") {
     const program = "/usr/bin/sandbox-exec"
     if (!fs.existsSync(program))
@@ -283,7 +346,7 @@ const detectNow = (): Availability => {
         unixSocketsBlocked: false,
         processLimit: { _tag: "none", reason: "no sandbox" }
       }
-    const r = spawnSync(program, ["-p", "(version 1)(allow default)", "/usr/bin/true"], { timeout: 10_000 })
+    const r = yield { file: program, args: ["-p", "(version 1)(allow default)", "/usr/bin/true"], fds: [] }
     return r.status === 0
       ? {
           backend: "sandbox-exec",
@@ -295,7 +358,7 @@ const detectNow = (): Availability => {
       : {
           backend: "none",
           available: false,
-          reason: `sandbox-exec does not run here (${String(r.stderr ?? r.error ?? "").trim() || `exit ${r.status}`}); a nested sandbox cannot start another`,
+          reason: `sandbox-exec does not run here (${(r.stderr || r.error?.message || "").trim() || `exit ${r.status}`}); a nested sandbox cannot start another`,
           unixSocketsBlocked: false,
           processLimit: { _tag: "none", reason: "no sandbox" }
         }
@@ -323,9 +386,9 @@ const detectNow = (): Availability => {
   // /tmp, hidden files and folders, the seccomp filter): a machine that runs bwrap but not these
   // has no sandbox, and says why, instead of failing every command
   const filter = unixSocketFilter()
-  const withFilter = filter ? probeSetup(bwrap, filter) : undefined
+  const withFilter = filter ? yield* probeSetup(bwrap, filter) : undefined
   const unixSocketsBlocked = withFilter?.status === 0
-  const setup = withFilter && unixSocketsBlocked ? withFilter : probeSetup(bwrap, undefined)
+  const setup = withFilter && unixSocketsBlocked ? withFilter : yield* probeSetup(bwrap, undefined)
   if (setup.status !== 0) {
     const err = setup.error
     return {
@@ -533,7 +596,7 @@ const GATE = 5
 export const make = (settings: Settings, options: Options = {}): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function* () {
     let mode: Mode = settings.mode
-    const availability = options.availability ?? detect()
+    const availability = options.availability ?? (yield* Effect.promise(() => detectInBackground()))
     const home = options.home ?? os.homedir()
     const processes = settings.processes ?? DEFAULT_PROCESSES
     const allowHosts = [...(settings.network?.allow ?? [])]

@@ -584,6 +584,21 @@ describe("Sandbox: where none can run", () => {
       Sandbox.detect({ refresh: true })
     }
   })
+
+  it("detectInBackground() probes with the same processes and gives detect()'s answer", async () => {
+    const background = Sandbox.detectInBackground({ refresh: true })
+    expect(await background).toEqual(Sandbox.detect({ refresh: true }))
+    const saved = process.env.PATH
+    process.env.PATH = tmp("muse-sbx-empty-path-")
+    try {
+      const a = await Sandbox.detectInBackground({ refresh: true })
+      if (process.platform === "linux") expect(a.reason).toContain("apt-get install bubblewrap")
+      expect(a.available).toBe(false)
+    } finally {
+      process.env.PATH = saved
+      await Sandbox.detectInBackground({ refresh: true })
+    }
+  })
 })
 
 describe("Sandbox: process-limit cgroups", () => {
