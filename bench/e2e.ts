@@ -21,6 +21,7 @@
  * BENCH_E2E_FORMATS=chat,anthropic,responses      # wire formats
  * BENCH_E2E_PEERS=pi                              # peers (installed by the bench), or "none"
  * BENCH_E2E_MUSE_ARGS="--no-crew"                 # extra flags for muse run
+ * BENCH_E2E_KEEP=1                                # keep the temp folder (muse's session logs) and print it
  * ```
  *
  * Peers are installed with npm into `$TMPDIR/musekit-bench-peers/` (kept between runs; delete it to
@@ -571,6 +572,7 @@ export const run = async (): Promise<void> => {
     )
   })
   process.stdout.write(`\nfigures: ${path.relative(process.cwd(), file)}\n`)
-  fs.rmSync(dir, { recursive: true, force: true })
+  if (process.env.BENCH_E2E_KEEP === "1") process.stdout.write(`kept: ${dir}\n`)
+  else fs.rmSync(dir, { recursive: true, force: true })
   if (failures.length > 0) process.exitCode = 1
 }

@@ -191,6 +191,12 @@ export interface AppendOptions {
    * intent before them is durable, so resume settles it). Default `true`.
    */
   readonly durable?: boolean | undefined
+  /**
+   * With `durable: false`: observers see the event (and those before it) at once, before it is
+   * durable. For the intent of a step whose effect changes nothing (`StepOptions.durableIntent`),
+   * so that the UI shows a long read as it starts.
+   */
+  readonly shown?: boolean | undefined
 }
 
 export class Recorder extends Context.Tag("@musekit/core/Recorder")<Recorder, Service>() {}
@@ -222,6 +228,8 @@ export const makeLive = (
           if (options.onEvent) {
             unseen.push(e)
             unseen.sort((a, b) => a.seq - b.seq)
+            if (appendOptions.shown === true)
+              while (unseen.length > 0 && unseen[0]!.seq <= e.seq) yield* options.onEvent(unseen.shift()!)
           }
           return e
         }
@@ -489,6 +497,12 @@ export interface StepOptions<A, E, R> {
   readonly intent: { readonly type: string; readonly data: unknown }
   /** Observed live before the effect (e.g. workspace fingerprints); stored in `data.observed`. */
   readonly observe?: Effect.Effect<unknown> | undefined
+  /**
+   * `false`: the effect changes nothing in the world (a read), so it may start before its intent is
+   * durable: the intent is written with the next durable append (or the log's next commit), and a
+   * crash that loses it loses nothing a resume needs — the step simply runs again. Default `true`.
+   */
+  readonly durableIntent?: boolean | undefined
   readonly run: (intent: Event.Envelope) => Effect.Effect<A, E, R>
   readonly outcome: (a: A) => { readonly type: string; readonly data: unknown }
   readonly fromOutcome: (outcome: Event.Envelope) => Effect.Effect<A, RecorderError> | A
@@ -503,7 +517,8 @@ export interface StepOptions<A, E, R> {
 
 /**
  * One write-ahead step: intent durable → effect → outcome durable. Replaying, the outcome comes from
- * the log and the effect does not run.
+ * the log and the effect does not run. (A step whose effect changes nothing may start before its
+ * intent is durable: `durableIntent: false`.)
  */
 export const step = <A, E, R>(
   options: StepOptions<A, E, R>
@@ -567,7 +582,8 @@ const liveStep = <A, E, R>(
     const wasReplaying = yield* rec.replaying(options.agent)
     const intent = yield* rec.append(
       { agent: options.agent, parent: options.parent ?? null, type: options.intent.type, data: options.intent.data },
-      options.observe
+      options.observe,
+      options.durableIntent === false ? { durable: false, shown: true } : undefined
     )
     return yield* afterIntent(rec, options, intent, wasReplaying)
   })

@@ -34,7 +34,7 @@ import {
   type HttpClientResponse
 } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
-import { fromCompletion, StreamAssembler, toMessages, toolFields } from "./internal/chatCompletions.js"
+import { fromCompletion, messagesJson, requestJson, StreamAssembler, toolFields } from "./internal/chatCompletions.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
 export class Config extends Context.Tag("@musekit/models/OpenAiCompatible/Config")<
@@ -88,20 +88,23 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     )
     const client = HttpClient.filterStatusOk(base)
 
+    // the request's JSON text, with each history message encoded once per session (not once per request)
     const body = (providerOptions: LanguageModel.ProviderOptions, stream: boolean) =>
-      Effect.map(Effect.serviceOption(Config), (override) => ({
-        model: options.model,
-        ...options.config,
-        ...(override._tag === "Some" ? override.value : {}),
-        messages: toMessages(providerOptions.prompt),
-        ...toolFields(providerOptions),
-        ...(stream
-          ? { stream: true, ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }) }
-          : {})
-      }))
+      Effect.map(Effect.serviceOption(Config), (override) =>
+        requestJson(
+          { model: options.model, ...options.config, ...(override._tag === "Some" ? override.value : {}) },
+          messagesJson(providerOptions.prompt),
+          {
+            ...toolFields(providerOptions),
+            ...(stream
+              ? { stream: true, ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }) }
+              : {})
+          }
+        )
+      )
 
-    const request = (payload: unknown) =>
-      HttpClientRequest.post("/chat/completions", { body: HttpBody.unsafeJson(payload) })
+    const request = (json: string) =>
+      HttpClientRequest.post("/chat/completions", { body: HttpBody.text(json, "application/json") })
 
     const mapErrors =
       (method: string) =>
