@@ -104,7 +104,8 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
       )
 
     const request = (json: string) =>
-      HttpClientRequest.post("/chat/completions", { body: HttpBody.text(json, "application/json") })
+      // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
+      HttpClientRequest.post("/chat/completions", { body: HttpBody.raw(json, { contentType: "application/json" }) })
 
     const mapErrors =
       (method: string) =>
