@@ -133,6 +133,8 @@ export interface Service {
   readonly settled: Effect.Effect<boolean>
   /** Wait until every event handed out so far is durable. */
   readonly flush: Effect.Effect<void, EventLogError>
+  /** Wait until event `seq` is durable, without hastening its commit (see `enqueue`). */
+  readonly whenDurable: (seq: number) => Effect.Effect<void, EventLogError>
   /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
   readonly redact: (text: string) => string
   /**
@@ -459,6 +461,13 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
         flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
         commitNow()
       }),
+      whenDurable: (seq) =>
+        Effect.async<void, EventLogError>((resume) => {
+          if (failure) return resume(Effect.fail(failure))
+          if (durableSeq >= seq) return resume(Effect.void)
+          if (closed) return resume(Effect.fail(new LogClosed({ session: sessionId })))
+          flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
+        }),
       redact: (text) => redactor.redact(text),
       putBlob: (data, blobOptions) =>
         Effect.suspend(() => {

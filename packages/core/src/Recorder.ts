@@ -192,9 +192,9 @@ export interface AppendOptions {
    */
   readonly durable?: boolean | undefined
   /**
-   * With `durable: false`: observers see the event (and those before it) at once, before it is
-   * durable. For the intent of a step whose effect changes nothing (`StepOptions.durableIntent`),
-   * so that the UI shows a long read as it starts.
+   * With `durable: false`: observers see the event (and those before it) as soon as the log has
+   * made it durable, not only at the next durable append. For the intent of a step whose effect
+   * changes nothing (`StepOptions.durableIntent`), so that the UI shows a long read while it runs.
    */
   readonly shown?: boolean | undefined
 }
@@ -219,6 +219,13 @@ export const makeLive = (
 ): Service => {
   // events appended without waiting, shown to observers once a later append made them durable
   const unseen: Array<Event.Envelope> = []
+  /** Show observers the unseen events up to `seq` (durable by now), in order. */
+  const showUpTo = (onEvent: (e: Event.Envelope) => Effect.Effect<void>, seq: number): Effect.Effect<void> =>
+    Effect.whileLoop({
+      while: () => unseen.length > 0 && unseen[0]!.seq <= seq,
+      body: () => onEvent(unseen.shift()!),
+      step: () => {}
+    })
   return {
     append: (draft, observe, appendOptions) =>
       Effect.gen(function* () {
@@ -228,8 +235,17 @@ export const makeLive = (
           if (options.onEvent) {
             unseen.push(e)
             unseen.sort((a, b) => a.seq - b.seq)
-            if (appendOptions.shown === true)
-              while (unseen.length > 0 && unseen[0]!.seq <= e.seq) yield* options.onEvent(unseen.shift()!)
+            if (appendOptions.shown === true) {
+              const onEvent = options.onEvent
+              yield* Effect.forkDaemon(
+                Effect.ignore(
+                  Effect.zipRight(
+                    log.whenDurable(e.seq),
+                    Effect.suspend(() => showUpTo(onEvent, e.seq))
+                  )
+                )
+              )
+            }
           }
           return e
         }
