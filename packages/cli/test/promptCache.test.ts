@@ -11,7 +11,11 @@ import { ensureBuilt, museAsync, type Sandbox, sandbox } from "./support/cli.js"
 
 beforeAll(() => ensureBuilt(), 240_000)
 
-const ROUTES: Record<Wire.Format, string> = { chat: "/chat/completions", anthropic: "/messages", responses: "/responses" }
+const ROUTES: Record<Wire.Format, string> = {
+  chat: "/chat/completions",
+  anthropic: "/messages",
+  responses: "/responses"
+}
 
 /** A server speaking `format`: two read_file calls, then "Done.". */
 const serve = (format: Wire.Format) =>

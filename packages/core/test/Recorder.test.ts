@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, FastCheck as fc, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber, FastCheck as fc } from "effect"
 import { type Event, EventLog, Recorder, Redactor } from "../src/index.js"
 
 /** The comparison replay made before it compared member by member: one key string per side. */
@@ -254,7 +254,10 @@ describe("Recorder steps and durability", () => {
   const gatedLog = Effect.gen(function* () {
     const gate = yield* Deferred.make<void>()
     const base = yield* EventLog.memoryBackend()
-    const backend: EventLog.Backend = { ...base, commit: (batch) => Effect.zipRight(Deferred.await(gate), base.commit(batch)) }
+    const backend: EventLog.Backend = {
+      ...base,
+      commit: (batch) => Effect.zipRight(Deferred.await(gate), base.commit(batch))
+    }
     const log = yield* EventLog.make(backend, { sessionId: "gated" })
     return { log, open: Deferred.succeed(gate, undefined), stored: () => base.events.map((e) => e.type) }
   })

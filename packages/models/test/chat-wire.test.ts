@@ -7,7 +7,13 @@ import { messagesJson, requestJson, toMessages } from "../src/internal/chatCompl
 
 const history = Prompt.make([
   { role: "system", content: "You are a test." },
-  { role: "user", content: [{ type: "text", text: "Read README.md" }, { type: "text", text: "please" }] },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "Read README.md" },
+      { type: "text", text: "please" }
+    ]
+  },
   {
     role: "user",
     content: [
@@ -16,7 +22,7 @@ const history = Prompt.make([
       { type: "file", mediaType: "application/pdf", fileName: "a.pdf", data: "JVBERi0=" }
     ]
   },
-  { role: "assistant", content: [{ type: "text", text: "Sure — \u2028 \"quoted\" \\ and \u0000" }] },
+  { role: "assistant", content: [{ type: "text", text: 'Sure — \u2028 "quoted" \\ and \u0000' }] },
   {
     role: "assistant",
     content: [
@@ -28,7 +34,14 @@ const history = Prompt.make([
   {
     role: "tool",
     content: [
-      { type: "tool-result", id: "call_1", name: "read_file", result: { content: "# Hi\n" }, isFailure: false, providerExecuted: false },
+      {
+        type: "tool-result",
+        id: "call_1",
+        name: "read_file",
+        result: { content: "# Hi\n" },
+        isFailure: false,
+        providerExecuted: false
+      },
       { type: "tool-result", id: "call_2", name: "grep", result: "no match", isFailure: true, providerExecuted: false }
     ]
   },
@@ -53,12 +66,18 @@ describe("Chat Completions wire JSON", () => {
     const messages = messagesJson(history)
     const parsed = JSON.parse(messages)
     const cases: Array<[Record<string, unknown>, Record<string, unknown>]> = [
-      [{ model: "m", temperature: 0 }, { tools: [{ type: "function" }], tool_choice: "auto", stream: true }],
+      [
+        { model: "m", temperature: 0 },
+        { tools: [{ type: "function" }], tool_choice: "auto", stream: true }
+      ],
       [{ model: "m" }, {}],
       [{}, { stream: true }],
       [{}, {}],
       // a config field that is also a later field keeps its first place in JSON.stringify
-      [{ model: "m", stream: false, stream_options: { include_usage: false } }, { stream: true, stream_options: { include_usage: true } }],
+      [
+        { model: "m", stream: false, stream_options: { include_usage: false } },
+        { stream: true, stream_options: { include_usage: true } }
+      ],
       [{ model: "m", messages: "overridden" }, { tool_choice: "none" }]
     ]
     for (const [head, tail] of cases) {
