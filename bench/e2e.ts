@@ -23,6 +23,8 @@
  * BENCH_E2E_FORMATS=chat,anthropic,responses      # wire formats
  * BENCH_E2E_PEERS=pi                              # peers (installed by the bench), or "none"
  * BENCH_E2E_MUSE_ARGS="--no-crew"                 # extra flags for muse run
+ * BENCH_E2E_BASELINE_BIN=../other/packages/cli/dist/bin.js  # another build of muse beside this one
+ * BENCH_E2E_KEEP=1                                # keep the temp folder (muse's session logs) and print it
  * ```
  *
  * Peers are installed with npm into `$TMPDIR/musekit-bench-peers/` (kept between runs; delete it to
@@ -56,6 +58,8 @@ const FORMATS = list(process.env.BENCH_E2E_FORMATS, "chat,anthropic,responses") 
 const PEERS = list(process.env.BENCH_E2E_PEERS, "pi")
 /** Node flags for every agent process (`--cpu-prof --cpu-prof-dir=/tmp/prof` to profile). */
 const NODE_ARGS = list(process.env.BENCH_E2E_NODE_ARGS?.replace(/\s+/g, ","), "")
+/** Another build's `packages/cli/dist/bin.js`, run beside this one as "muse (baseline)". */
+const BASELINE_BIN = process.env.BENCH_E2E_BASELINE_BIN
 const MUSE_ARGS = list(process.env.BENCH_E2E_MUSE_ARGS?.replace(/\s+/g, ","), "")
 const WINDOW = 1_000_000
 const TIMEOUT_MS = Number(process.env.BENCH_E2E_TIMEOUT_MS ?? 600_000)
@@ -182,7 +186,7 @@ const cleanEnv = (dir: string): NodeJS.ProcessEnv => {
   return { ...env, HOME: dir, XDG_CONFIG_HOME: path.join(dir, "config"), NO_COLOR: "1", CI: "1" }
 }
 
-const museAgent = (dir: string): Agent => {
+const museAgent = (dir: string, name = "muse", bin = museBin): Agent => {
   const config = path.join(dir, "config", "muse", "config.json")
   fs.mkdirSync(path.dirname(config), { recursive: true })
   fs.writeFileSync(
@@ -197,7 +201,7 @@ const museAgent = (dir: string): Agent => {
     })
   )
   return {
-    name: "muse",
+    name,
     formats: ["chat", "anthropic", "responses"],
     command: (format, base) => {
       const env: NodeJS.ProcessEnv = { ...cleanEnv(dir), MUSE_HOME: path.join(dir, "muse-state") }
@@ -211,7 +215,7 @@ const museAgent = (dir: string): Agent => {
       if (format === "anthropic") Object.assign(env, { ANTHROPIC_BASE_URL: base, ANTHROPIC_API_KEY: "bench-key" })
       if (format === "responses") Object.assign(env, { OPENAI_BASE_URL: `${base}/v1`, OPENAI_API_KEY: "bench-key" })
       return {
-        args: [museBin, "run", TASK, "--model", spec, "--output-format", "json", ...MUSE_ARGS],
+        args: [bin, "run", TASK, "--model", spec, "--output-format", "json", ...MUSE_ARGS],
         env
       }
     }
@@ -444,6 +448,8 @@ export const run = async (): Promise<void> => {
   fs.mkdirSync(scratch)
   const workspace = makeWorkspace(dir)
   const agents: Array<Agent> = [museAgent(dir)]
+  // another build of muse beside this one, same run (before/after a change)
+  if (BASELINE_BIN) agents.push(museAgent(dir, "muse (baseline)", path.resolve(BASELINE_BIN)))
   const skipped: Array<string> = []
   for (const name of PEERS) {
     const factory = peerFactories[name]
@@ -623,6 +629,7 @@ export const run = async (): Promise<void> => {
     )
   })
   process.stdout.write(`\nfigures: ${path.relative(process.cwd(), file)}\n`)
-  fs.rmSync(dir, { recursive: true, force: true })
+  if (process.env.BENCH_E2E_KEEP === "1") process.stdout.write(`kept: ${dir}\n`)
+  else fs.rmSync(dir, { recursive: true, force: true })
   if (failures.length > 0) process.exitCode = 1
 }

@@ -204,7 +204,8 @@ export const prepareNew = (
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest,
-      onRetry: env.onRetry
+      onRetry: env.onRetry,
+      session
     })
     const projectRules = trust.trusted
       ? yield* SessionRuntime.loadProjectRules(root).pipe(
@@ -386,7 +387,8 @@ export const prepareResume = (
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest,
-      onRetry: env.onRetry
+      onRetry: env.onRetry,
+      session
     })
     // the session's approval mode and rules were settled when it started (they are in its log);
     // the project's skills and MCP servers are read again, so they need the folder's trust now
