@@ -202,8 +202,17 @@ export const start = (options: StartOptions): Promise<Warm> =>
     }
     proc.on("exit", (code, signal) => {
       options.ended?.()
-      const last = said.trim().split("\n").pop()
-      fail(`${signal ? `killed by ${signal}` : `exit ${code}`}${last ? `: ${last}` : ""}`)
+      // what it said last comes on stderr, which may still be on its way when the exit is seen
+      const sayWhy = () => {
+        const last = said.trim().split("\n").pop()
+        fail(`${signal ? `killed by ${signal}` : `exit ${code}`}${last ? `: ${last}` : ""}`)
+      }
+      if (proc.stderr!.readableEnded) return sayWhy()
+      const cap = setTimeout(sayWhy, 500)
+      proc.stderr!.once("end", () => {
+        clearTimeout(cap)
+        sayWhy()
+      })
     })
     let buf: Buffer = Buffer.alloc(0)
     proc.stdout!.on("data", (chunk: Buffer) => {
