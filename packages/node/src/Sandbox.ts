@@ -11,10 +11,11 @@
  * Linux uses bubblewrap (`bwrap`): a mount namespace built from read-only and writable binds,
  * fresh network, PID and IPC namespaces, every capability dropped, a seccomp filter, and a process
  * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root), built
- * for every command. With `reuse: true` it is built once per plan (workspace, mode, hidden paths)
- * instead: a long-lived `bwrap` runs a small supervisor that starts each command inside it
- * (`internal/sandbox/warm.ts`), so the commands of a workspace share its private `/tmp`, its
- * process limit and its PID namespace (faster, weaker: see `Settings.reuse`); a supervisor that
+ * once per plan (workspace, mode, protected and hidden paths, and the inodes they stand on): a
+ * long-lived `bwrap` runs a small supervisor that starts each command inside it through a nested
+ * `bwrap` (`internal/sandbox/warm.ts`), in a PID namespace of its own, so the commands of a
+ * workspace share its private `/tmp` and its process limit but cannot see or signal each other or
+ * the supervisor. `reuse: false` builds a sandbox for every command instead; a supervisor that
  * cannot start gives each command a `bwrap` of its own. macOS
  * uses `sandbox-exec` with a generated profile. Where neither can run (no `bwrap`, a container
  * without user namespaces), `status` says why and commands run without a sandbox, guarded by
@@ -67,10 +68,9 @@ export const Settings = Schema.Struct({
   /** Most processes (threads count) one command may run at once (default 2048). */
   processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
   /**
-   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command
-   * (default false: a new sandbox for every command). Faster, but weaker: a background process a
-   * command leaves can outlive it, and the commands of a workspace can reach one another and the
-   * supervisor (see docs/security.md).
+   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command,
+   * each command in a PID namespace of its own (default true); `false` builds a new sandbox for
+   * every command (tens of milliseconds more each; see docs/security.md).
    */
   reuse: Schema.optional(Schema.Boolean)
 })
@@ -430,8 +430,8 @@ export interface Status {
   readonly writable: ReadonlyArray<string>
   readonly processes: number
   /**
-   * How commands get their sandbox: `long-lived` (Linux: one per workspace, started at its first
-   * command; `reuse: true`), or `per-command` (the default; macOS; or when the long-lived one could
+   * How commands get their sandbox: `long-lived` (Linux, the default: one per workspace, started at
+   * its first command), or `per-command` (`reuse: false`; macOS; or when the long-lived one could
    * not start, with `launchReason`).
    */
   readonly launch: "long-lived" | "per-command"
@@ -490,6 +490,8 @@ export interface Options {
   readonly home?: string | undefined
   /** Use this availability instead of probing (tests). */
   readonly availability?: Availability | undefined
+  /** Called with the service once it is built (a UI asks it for `status`: what it actually uses). */
+  readonly built?: ((service: Service) => void) | undefined
 }
 
 const expand = (p: string, home: string) =>
@@ -978,7 +980,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         return launch
       })
 
-    return {
+    const service: Service = {
       mode: Effect.sync(() => mode),
       setMode: (m) =>
         Effect.sync(() => {
@@ -997,7 +999,9 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       })),
       prepare,
       explain: (launch, output) => Blocked.explain(output, launch.context)
-    } satisfies Service
+    }
+    options.built?.(service)
+    return service
   })
 
 /**

@@ -96,7 +96,6 @@ const waitUntil = (check: () => boolean, timeoutMs: number) =>
     return check()
   })
 
-
 /** This process's long-lived sandbox supervisors: node processes it started, run as `node -e <supervisor>`. */
 const supervisors = (): Array<number> => {
   const parent = new Map<number, number>()
@@ -649,6 +648,18 @@ describe.skipIf(!available || process.platform !== "linux").each([
     })
   )
 
+  it.scoped("a command holds no capability, not even one to regain on exec", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* Sandbox.make({ mode: "workspace-write", reuse }, { home: w.home }), w.root)
+      const caps = yield* run({ command: "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status" })
+      expect(caps.exit_code).toBe(0)
+      const lines = caps.output.trim().split("\n")
+      expect(lines).toHaveLength(4)
+      for (const line of lines) expect(line).toMatch(/:\s+0{16}$/)
+    })
+  )
+
   it.scoped("a secret or a protected folder replaced by rename on the host stays out of reach", () =>
     Effect.gen(function* () {
       const w = world()
@@ -686,7 +697,13 @@ describe("Sandbox: the long-lived sandbox's channel", () => {
       "(sleep 0.3; echo 'supervisor: out of descriptors' >&2) &",
       "exit 3"
     ].join("\n")
-    const warm = await Warm.start({ file: "/bin/sh", args: ["-c", script], env: process.env, stdio: [], started: () => {} })
+    const warm = await Warm.start({
+      file: "/bin/sh",
+      args: ["-c", script],
+      env: process.env,
+      stdio: [],
+      started: () => {}
+    })
     const child = warm.run({ argv: ["true"], cwd: "/", env: {} })
     let said = ""
     child.stderr.on("data", (d: Buffer) => (said += d.toString()))
