@@ -25,6 +25,7 @@ import { crc32 } from "node:zlib"
 
 const MAGIC = "muse-code-cache-1\n"
 const DIGEST = 4
+const STALE_MS = 7 * 24 * 60 * 60 * 1000
 
 /** What happened to the cache on this load (for tests and `MUSE_DEBUG_CODE_CACHE`). */
 export type CacheState = "hit" | "missing" | "corrupt" | "rejected" | "off"
@@ -127,10 +128,14 @@ export const loadScript = (file: string, options: LoadOptions): Loaded => {
     const data = encode(script.createCachedData())
     for (const dir of options.dirs) {
       if (!writeAtomically(path.join(dir, key), data)) continue
-      // caches of other builds or Node versions in this folder are never read again
+      // caches of other builds or Node versions not written for a week are left over from
+      // upgrades (another install sharing the folder rewrites its own when it next runs)
       try {
+        const old = Date.now() - STALE_MS
         for (const name of fs.readdirSync(dir)) {
-          if (name !== key && name.endsWith(".bin")) fs.rmSync(path.join(dir, name), { force: true })
+          if (name === key || !name.endsWith(".bin")) continue
+          const file = path.join(dir, name)
+          if (fs.statSync(file).mtimeMs < old) fs.rmSync(file, { force: true })
         }
       } catch {}
       return true
