@@ -322,7 +322,12 @@ export const prepareResume = (
   decide: Decide,
   options: NewOptions = {}
 ): Effect.Effect<
-  Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number },
+  Prepared & {
+    readonly events: ReadonlyArray<Event.Envelope>
+    readonly nextSeq: number
+    /** `--cwd` named another folder than the recorded one: the session goes on there. */
+    readonly moved: boolean
+  },
   CliError,
   Scope.Scope
 > =>
@@ -337,9 +342,12 @@ export const prepareResume = (
       yield* Effect.scoped(store.open(session)).pipe(Effect.mapError(logError))
       return yield* noTask(session)
     }
-    const config = yield* SessionRuntime.configOf([ends.first]).pipe(
+    const recorded = yield* SessionRuntime.configOf([ends.first]).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
+    // a session whose workspace was rebuilt elsewhere (a cluster runner's clone) goes on in that folder
+    const moved = flags.cwd !== undefined && root !== recorded.root
+    const config = moved ? { ...recorded, root } : recorded
     const nextSeq = (ends.last?.seq ?? -1) + 1
     const checkpoint = yield* store.readCheckpoint(session)
     const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
@@ -407,7 +415,8 @@ export const prepareResume = (
       notices: [...(untrusted ? [untrusted] : []), ...(sandboxed ? [sandboxed] : [])],
       sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env)),
       events,
-      nextSeq
+      nextSeq,
+      moved
     }
   })
 
