@@ -41,8 +41,8 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     const url = server!.url
     const sb: Sandbox = sandbox({
       MUSE_LOG: url,
-      MUSE_CLUSTER_LOCK_REFRESH_MS: "500",
-      MUSE_CLUSTER_LOCK_EXPIRATION_MS: "3000",
+      MUSE_CLUSTER_LOCK_REFRESH_MS: "1000",
+      MUSE_CLUSTER_LOCK_EXPIRATION_MS: "4000",
       MUSE_CLUSTER_POLL_MS: "300"
     })
     const effects = path.join(sb.root, "effects")

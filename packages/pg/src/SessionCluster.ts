@@ -21,7 +21,7 @@ import { ClusterSchema, Entity, RunnerAddress, type ShardingConfig } from "@effe
 import { NodeClusterSocket } from "@effect/platform-node"
 import { Rpc } from "@effect/rpc"
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schedule, Schema } from "effect"
 import * as EventLogPg from "./EventLogPg.js"
 
 /** What a runner needs to start (or take over) a session. */
@@ -82,6 +82,10 @@ const shardingConfig = (timings: Timings): Partial<ShardingConfig.ShardingConfig
 
 const TABLE = "muse_cluster_sessions"
 
+// processes that start at once on a new database race to create the cluster's tables (Postgres
+// refuses concurrent CREATE TABLE IF NOT EXISTS of one table): the loser tries again
+const startRetry = Schedule.exponential("200 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(6)))
+
 const ensureTable = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE IF NOT EXISTS muse_cluster_sessions (
@@ -136,6 +140,8 @@ export const runner = (options: RunnerOptions) => {
   })
   return Layer.effectDiscard(ensureTable).pipe(
     Layer.provideMerge(handlers.pipe(Layer.provide(cluster))),
+    Layer.catchAllCause((cause) => Layer.fail(cause)),
+    Layer.retry(startRetry),
     Layer.provide(EventLogPg.layerClient(options.url))
   )
 }
@@ -143,13 +149,15 @@ export const runner = (options: RunnerOptions) => {
 /** Send a session's `Run` message (stored in Postgres; a runner picks it up). */
 export const submit = (url: string, job: Job, timings: Timings = {}) =>
   Effect.gen(function* () {
-    yield* ensureTable
+    yield* Effect.retry(ensureTable, startRetry)
     yield* setState(job, null, "submitted")
     const client = yield* SessionEntity.client
     yield* client(job.session).Run(job, { discard: true })
   }).pipe(
     Effect.provide(
       NodeClusterSocket.layer({ storage: "sql", clientOnly: true, shardingConfig: shardingConfig(timings) }).pipe(
+        Layer.catchAllCause((cause) => Layer.fail(cause)),
+        Layer.retry(startRetry),
         Layer.provideMerge(EventLogPg.layerClient(url))
       )
     ),
