@@ -198,8 +198,13 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             child.stderr!.setEncoding("utf8").on("data", (d: string) => {
               if (/is in use/.test(d)) inUse = true
             })
+            let errTail = ""
             child.stderr!.setEncoding("utf8").on("data", (d: string) => {
               if (/is in use/.test(d)) inUse = true
+              errTail = (errTail + d).slice(-2000)
+            })
+            child.on("exit", (code) => {
+              if (code !== 0) options.say(`session ${job.session}: muse ${args[0]} exited ${code}: ${errTail.trim()}`)
             })
             child.on("exit", (code) => resume(Effect.succeed({ code: code ?? ExitCode.Failed, inUse, nothing })))
             return Effect.sync(() => child.kill("SIGKILL"))

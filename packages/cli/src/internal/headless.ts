@@ -306,8 +306,12 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       Session.headlessTrust(options.flags, options.env)
     )
     if (options.session !== undefined) {
-      const ends = yield* prepared.store.ends(session).pipe(Effect.mapError(Session.logError))
-      if (ends.first !== undefined) {
+      const ends = yield* prepared.store.ends(session).pipe(
+        Effect.map((e) => e.first),
+        Effect.catchTag("SessionNotFound", () => Effect.succeed(undefined)),
+        Effect.mapError(Session.logError)
+      )
+      if (ends !== undefined) {
         return yield* new CliError({
           code: ExitCode.Usage,
           message: `session ${session} already exists in ${prepared.location.display}; continue it with muse resume ${session}`

@@ -1,6 +1,7 @@
 /**
  * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
  */
+import * as path from "node:path"
 import { Args, CliConfig, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, type Console, Effect, Either, Exit, Option } from "effect"
@@ -417,7 +418,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         if (Option.isSome(v.approvalMode)) args.push("--approval-mode", v.approvalMode.value)
         if (Option.isSome(v.sandbox)) args.push("--sandbox", v.sandbox.value)
         if (Option.isSome(v.maxTurns)) args.push("--max-turns", String(v.maxTurns.value))
-        if (script) args.push("--script", script)
+        if (script) args.push("--script", path.resolve(pio.cwd, script))
         const session = yield* Cluster.submit({
           task: positionals.join(" "),
           repo: v.repo,
@@ -432,15 +433,19 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   const attach = Command.make(
     "attach",
     {
-      session: Args.text({ name: "session" }),
+      session: Args.text({ name: "session" }).pipe(Args.optional),
       json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
       log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
         void v.session
+        const id = positionals[0]
+        if (!id) {
+          return yield* new CliError({ code: ExitCode.Usage, message: "muse attach needs a session id: muse attach <id>" })
+        }
         const { store } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
-        yield* Cluster.attach(positionals[0]!, store, v.json, out)
+        yield* Cluster.attach(id, store, v.json, out)
       }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("Follow a session's events as they are stored, until its task ends"))
 
