@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bin, buggyRepo, ensureBuilt, muse, type Sandbox, sandbox, writeScript } from "./support/cli.js"
 
 const { skip } = TestPostgres.decide()
-const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 8)
+const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 10)
 const RUNNERS = 3
 const KILLS = Number(process.env.CLUSTER_KILLS ?? 4)
 
@@ -28,6 +28,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` (skipped: ${skip})` : ""}`, () => {
   let server: TestPostgres.Server | undefined
   const runners: Array<{ child: ChildProcess; log: string }> = []
+  let logs = ""
   beforeAll(async () => {
     ensureBuilt()
     server = await TestPostgres.start()
@@ -57,7 +58,10 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
         ),
         log: ""
       }
-      r.child.stderr!.setEncoding("utf8").on("data", (d: string) => (r.log += d))
+      r.child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+        r.log += d
+        logs += d
+      })
       runners[i] = r
     }
     for (let i = 0; i < RUNNERS; i++) start(i)
@@ -115,7 +119,16 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
       if (done === SESSIONS) break
       await sleep(500 + Math.random() * 1500)
       if (kills < KILLS && Math.random() < 0.7) {
-        const i = Math.floor(Math.random() * RUNNERS)
+        // a runner with a session running, at a random moment of it
+        const busy = muse(["sessions", "--cluster", "--json"], { sb })
+          .stdout.trim()
+          .split("\n")
+          .filter((l) => l.startsWith("{"))
+          .map((l) => JSON.parse(l))
+          .filter((r) => r.state === "running" && r.runner)
+          .map((r) => Number(r.runner.split(":")[1]) - basePort)
+        if (busy.length === 0) continue
+        const i = busy[Math.floor(Math.random() * busy.length)]!
         runners[i]!.child.kill("SIGKILL")
         kills++
         await sleep(300 + Math.random() * 700)
@@ -124,6 +137,8 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     }
     expect(done, `sessions finished (runner logs:\n${runners.map((r) => r.log).join("\n---\n")})`).toBe(SESSIONS)
     expect(kills).toBeGreaterThan(0)
+    const takeovers = logs.match(/: taking over in /g)?.length ?? 0
+    expect(takeovers, "sessions taken over by another runner").toBeGreaterThan(0)
 
     const listed = muse(["sessions", "--cluster", "--json"], { sb })
     expect(listed.code, listed.stderr).toBe(0)
@@ -167,7 +182,7 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
       expect(v.code).toBe(0)
     }
     process.stdout.write(
-      `cluster: ${SESSIONS} sessions, ${RUNNERS} runners, ${kills} SIGKILLs, ${interrupted} shell appends recorded as interrupted\n`
+      `cluster: ${SESSIONS} sessions, ${RUNNERS} runners, ${kills} SIGKILLs, ${takeovers} takeovers, ${interrupted} shell appends recorded as interrupted\n`
     )
     for (const r of runners) r.child.kill("SIGKILL")
     fs.rmSync(sb.root, { recursive: true, force: true })
