@@ -91,15 +91,25 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
       })
       return { n, file, repo: buggyRepo(sb.root), script, session: "" }
     })
-    for (const job of jobs) {
-      const r = muse(
-        ["submit", "cluster work", "--repo", job.repo, "--approval-mode", "auto", "--sandbox", "off", "--script", job.script],
-        { sb }
-      )
-      expect(r.code, r.stderr).toBe(0)
-      job.session = r.stdout.trim()
-      expect(job.session).toMatch(/^[A-Za-z0-9._-]+$/)
-    }
+    // submitted from several processes at once, as users would
+    await Promise.all(
+      jobs.map(async (job) => {
+        const args = ["submit", "cluster work", "--repo", job.repo, "--approval-mode", "auto", "--sandbox", "off"]
+        const child = spawn(process.execPath, [bin, ...args, "--script", job.script], {
+          cwd: sb.root,
+          env: sb.env,
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let out = ""
+        let err = ""
+        child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d))
+        child.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d))
+        const code = await new Promise<number | null>((resolve) => child.on("exit", resolve))
+        expect(code, err).toBe(0)
+        job.session = out.trim()
+        expect(job.session).toMatch(/^[A-Za-z0-9._-]+$/)
+      })
+    )
 
     const store = <A>(f: (s: import("@musekit/core").EventLog.StoreService) => Effect.Effect<A, any>) =>
       Effect.runPromise(Effect.scoped(Effect.flatMap(EventLogPg.storeAt(url), f)))
@@ -112,7 +122,7 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
       return n
     }
     let kills = 0
-    const deadline = Date.now() + 150_000
+    const deadline = Date.now() + 240_000
     let done = 0
     while (Date.now() < deadline) {
       done = await finished()
@@ -186,5 +196,5 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     )
     for (const r of runners) r.child.kill("SIGKILL")
     fs.rmSync(sb.root, { recursive: true, force: true })
-  }, 300_000)
+  }, 420_000)
 })

@@ -382,7 +382,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     },
     (v) =>
       Effect.gen(function* () {
-        const { location } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
+        const location = yield* Session.locationFor(readFlags({ cwd: Option.none(), log: v.log }), env)
         const workDir = Option.getOrElse(v.workDir, () =>
           location.kind === "dir" ? `${location.dir}/runner` : `${pio.env.MUSE_HOME ?? `${pio.env.HOME}/.muse`}/runner`
         )
@@ -412,7 +412,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     (v) =>
       Effect.gen(function* () {
         void v.task
-        const { location } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
+        const location = yield* Session.locationFor(readFlags({ cwd: Option.none(), log: v.log }), env)
         const args: Array<string> = []
         if (Option.isSome(v.model)) args.push("--model", v.model.value)
         if (Option.isSome(v.approvalMode)) args.push("--approval-mode", v.approvalMode.value)

@@ -280,10 +280,16 @@ export const storeFor = (
   Scope.Scope
 > =>
   Effect.gen(function* () {
+    const location = yield* locationFor(flags, env)
+    return { store: yield* LogStore.open(location, env.env), location }
+  })
+
+/** Where the sessions are kept, without opening them. */
+export const locationFor = (flags: Pick<Flags, "cwd" | "log">, env: Env): Effect.Effect<LogStore.Location, CliError> =>
+  Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
-    return { store: yield* LogStore.open(location, env.env), location }
+    return yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
   })
 
 export const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
