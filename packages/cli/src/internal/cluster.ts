@@ -71,7 +71,10 @@ export const submit = (options: SubmitOptions): Effect.Effect<string, CliError> 
   Effect.gen(function* () {
     const url = yield* needPostgres(options.location, "submit")
     if (options.task.trim() === "") {
-      return yield* new CliError({ code: ExitCode.Usage, message: 'muse submit needs a task: muse submit "fix the test"' })
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: 'muse submit needs a task: muse submit "fix the test"'
+      })
     }
     const repo = fs.existsSync(options.repo) ? path.resolve(options.repo) : options.repo
     const base = yield* baseOf(repo)
@@ -83,7 +86,8 @@ export const submit = (options: SubmitOptions): Effect.Effect<string, CliError> 
       SessionCluster.timingsFromEnv(options.env)
     ).pipe(
       Effect.mapError(
-        (e) => new CliError({ code: ExitCode.Failed, message: `cannot submit to ${options.location.display}: ${String(e)}` })
+        (e) =>
+          new CliError({ code: ExitCode.Failed, message: `cannot submit to ${options.location.display}: ${String(e)}` })
       )
     )
     return session
@@ -121,11 +125,11 @@ export const restoreFiles = (
         fs.rmSync(file, { force: true })
         continue
       }
-      const bytes = yield* store.getBlob(hash).pipe(
-        Effect.mapError(
-          (e) => new CliError({ code: ExitCode.Failed, message: `cannot put back ${p}: ${e.message}` })
+      const bytes = yield* store
+        .getBlob(hash)
+        .pipe(
+          Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `cannot put back ${p}: ${e.message}` }))
         )
-      )
       fs.mkdirSync(path.dirname(file), { recursive: true })
       fs.writeFileSync(file, bytes)
     }
@@ -229,11 +233,7 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
         timings: SessionCluster.timingsFromEnv(options.env),
         run: (job) => runOne(job)
       })
-    ).pipe(
-      Effect.mapError(
-        (e) => new CliError({ code: ExitCode.Failed, message: `the runner stopped: ${String(e)}` })
-      )
-    )
+    ).pipe(Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `the runner stopped: ${String(e)}` })))
   })
 
 /** Print a session's events as they are stored, until its task ends. */

@@ -442,7 +442,10 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         void v.session
         const id = positionals[0]
         if (!id) {
-          return yield* new CliError({ code: ExitCode.Usage, message: "muse attach needs a session id: muse attach <id>" })
+          return yield* new CliError({
+            code: ExitCode.Usage,
+            message: "muse attach needs a session id: muse attach <id>"
+          })
         }
         const { store } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
         yield* Cluster.attach(id, store, v.json, out)
@@ -584,20 +587,9 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   )
 
   const cli = Command.run(
-    root.pipe(Command.withSubcommands([
-      run,
-      sessions,
-      resume,
-      replay,
-      log,
-      trust,
-      acp,
-      rewind,
-      fork,
-      runner,
-      submit,
-      attach
-    ])),
+    root.pipe(
+      Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork, runner, submit, attach])
+    ),
     {
       name: "muse",
       version: version()
