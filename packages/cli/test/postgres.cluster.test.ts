@@ -19,9 +19,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bin, buggyRepo, ensureBuilt, muse, type Sandbox, sandbox, writeScript } from "./support/cli.js"
 
 const { skip } = TestPostgres.decide()
-const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 10)
+const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 6)
 const RUNNERS = 3
-const KILLS = Number(process.env.CLUSTER_KILLS ?? 4)
+const KILLS = Number(process.env.CLUSTER_KILLS ?? 3)
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
@@ -42,9 +42,9 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     const url = server!.url
     const sb: Sandbox = sandbox({
       MUSE_LOG: url,
-      MUSE_CLUSTER_LOCK_REFRESH_MS: "1000",
-      MUSE_CLUSTER_LOCK_EXPIRATION_MS: "4000",
-      MUSE_CLUSTER_POLL_MS: "300"
+      MUSE_CLUSTER_LOCK_REFRESH_MS: "2000",
+      MUSE_CLUSTER_LOCK_EXPIRATION_MS: "10000",
+      MUSE_CLUSTER_POLL_MS: "500"
     })
     const effects = path.join(sb.root, "effects")
     fs.mkdirSync(effects)
