@@ -19,19 +19,12 @@
  * )
  * ```
  */
-import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
-import * as Sse from "@effect/experimental/Sse"
-import {
-  Headers,
-  HttpBody,
-  HttpClient,
-  type HttpClientError,
-  HttpClientRequest,
-  type HttpClientResponse
-} from "@effect/platform"
+import { IdGenerator, LanguageModel } from "@effect/ai"
+import { Headers, HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Effect, type Layer, Redacted, type Scope, Stream } from "effect"
 import { prepare } from "./internal/construct.js"
 import { fromResponse, StreamAssembler, toRequest } from "./internal/gemini.js"
+import { mapHttpErrors, sseEvents } from "./internal/http.js"
 import * as Models from "./Models.js"
 
 const module = "Google"
@@ -69,14 +62,6 @@ const adapter = (
       HttpClient.filterStatusOk
     )
 
-    const mapErrors =
-      (method: string) =>
-      <A>(effect: Effect.Effect<A, HttpClientError.HttpClientError>): Effect.Effect<A, AiError.AiError> =>
-        Effect.catchTags(effect, {
-          RequestError: (error) => Effect.fail(AiError.HttpRequestError.fromRequestError({ module, method, error })),
-          ResponseError: (error) => AiError.HttpResponseError.fromResponseError({ module, method, error })
-        })
-
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {
         const payload = yield* toRequest(providerOptions, options.model, options.config)
@@ -86,7 +71,7 @@ const adapter = (
           )
           .pipe(
             Effect.flatMap((response: HttpClientResponse.HttpClientResponse) => response.json),
-            mapErrors("generateText")
+            mapHttpErrors(module, "generateText")
           )
         return yield* fromResponse(options.provider, json)
       })
@@ -98,17 +83,7 @@ const adapter = (
         const request = HttpClientRequest.post(`${modelPath(options.model, "streamGenerateContent")}?alt=sse`, {
           body: HttpBody.unsafeJson(payload)
         })
-        return client.execute(request).pipe(
-          Effect.map((response) => response.stream),
-          Stream.unwrap,
-          Stream.decodeText(),
-          Stream.pipeThroughChannel(Sse.makeChannel()),
-          Stream.catchTags({
-            RequestError: (error) =>
-              Stream.fail(AiError.HttpRequestError.fromRequestError({ module, method: "streamText", error })),
-            ResponseError: (error) =>
-              Stream.fromEffect(AiError.HttpResponseError.fromResponseError({ module, method: "streamText", error }))
-          }),
+        return sseEvents(client.execute(request), module).pipe(
           Stream.mapEffect((event) => assembler.chunk(event.data)),
           Stream.takeUntil(() => assembler.complete),
           Stream.flattenIterables,

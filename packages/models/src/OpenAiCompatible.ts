@@ -25,16 +25,10 @@
  * ```
  */
 import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
-import * as Sse from "@effect/experimental/Sse"
-import {
-  HttpBody,
-  HttpClient,
-  type HttpClientError,
-  HttpClientRequest,
-  type HttpClientResponse
-} from "@effect/platform"
+import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
 import { fromCompletion, StreamAssembler, toMessages, toolFields } from "./internal/chatCompletions.js"
+import { mapHttpErrors, sseEvents } from "./internal/http.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
 export class Config extends Context.Tag("@musekit/models/OpenAiCompatible/Config")<
@@ -103,20 +97,12 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     const request = (payload: unknown) =>
       HttpClientRequest.post("/chat/completions", { body: HttpBody.unsafeJson(payload) })
 
-    const mapErrors =
-      (method: string) =>
-      <A>(effect: Effect.Effect<A, HttpClientError.HttpClientError>): Effect.Effect<A, AiError.AiError> =>
-        Effect.catchTags(effect, {
-          RequestError: (error) => Effect.fail(AiError.HttpRequestError.fromRequestError({ module, method, error })),
-          ResponseError: (error) => AiError.HttpResponseError.fromResponseError({ module, method, error })
-        })
-
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {
         const payload = yield* body(providerOptions, false)
         const json = yield* client.execute(request(payload)).pipe(
           Effect.flatMap((response: HttpClientResponse.HttpClientResponse) => response.json),
-          mapErrors("generateText")
+          mapHttpErrors(module, "generateText")
         )
         return yield* fromCompletion(provider, json)
       })
@@ -126,19 +112,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
         const payload = yield* body(providerOptions, true)
         const ids = yield* IdGenerator.IdGenerator
         const assembler = new StreamAssembler(provider, ids)
-        const events = client.execute(request(payload)).pipe(
-          Effect.map((response) => response.stream),
-          Stream.unwrap,
-          Stream.decodeText(),
-          Stream.pipeThroughChannel(Sse.makeChannel()),
-          Stream.catchTags({
-            RequestError: (error) =>
-              Stream.fail(AiError.HttpRequestError.fromRequestError({ module, method: "streamText", error })),
-            ResponseError: (error) =>
-              Stream.fromEffect(AiError.HttpResponseError.fromResponseError({ module, method: "streamText", error }))
-          })
-        )
-        return events.pipe(
+        return sseEvents(client.execute(request(payload)), module).pipe(
           Stream.takeUntil((event) => event.data.trim() === "[DONE]"),
           Stream.mapEffect((event) => assembler.chunk(event.data)),
           Stream.flattenIterables,
