@@ -781,6 +781,11 @@ export const restorePoint = (
 
 export type ResumeOptions = Omit<StartOptions, "config"> & {
   readonly config?: Config | undefined
+  /**
+   * The folder the session goes on in when it is not the one it recorded (a workspace rebuilt on
+   * another machine): its tools work there; the recorded config, and so a replay, is unchanged.
+   */
+  readonly root?: string | undefined
   /** `false`: ignore the checkpoint and replay the whole log. */
   readonly useCheckpoint?: boolean | undefined
 }
@@ -818,7 +823,13 @@ export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.Sto
             checkpoints,
             ready,
             eventsBefore: eventsBefore(log)
-          }).pipe(Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))),
+          }).pipe(
+            Effect.provide(
+              layer(options.root ? { ...cfg, root: path.resolve(options.root) } : cfg, options.io, options.services, {
+                replaying: false
+              })
+            )
+          ),
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })

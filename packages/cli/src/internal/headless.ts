@@ -412,7 +412,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     }
     const program = SessionRuntime.resume({
       session,
-      ...(prepared.moved ? { config: prepared.config } : {}),
+      ...(prepared.moved ? { root: prepared.root } : {}),
       io,
       services: {
         languageModel: prepared.languageModel,

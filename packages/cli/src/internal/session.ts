@@ -353,7 +353,8 @@ export const prepareResume = (
     )
     // a session whose workspace was rebuilt elsewhere (a cluster runner's clone) goes on in that folder
     const moved = flags.cwd !== undefined && root !== recorded.root
-    const config = moved ? { ...recorded, root } : recorded
+    const config = recorded
+    const workRoot = moved ? root : recorded.root
     const nextSeq = (ends.last?.seq ?? -1) + 1
     const checkpoint = yield* store.readCheckpoint(session)
     const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
@@ -400,7 +401,7 @@ export const prepareResume = (
       env.env
     )
     const plugins = yield* Plugins.make({
-      root: config.root,
+      root: workRoot,
       projectSkills: trust.trusted,
       worktrees: Plugins.recordedWorktrees(config, session),
       contextWindow: config.contextWindow,
@@ -409,7 +410,7 @@ export const prepareResume = (
     const untrusted = untrustedNotice(trust)
     const sandboxed = sandboxNotice(config.sandbox)
     return {
-      root: config.root,
+      root: workRoot,
       location,
       store,
       config,
