@@ -77,14 +77,14 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
           {
             when: "cluster",
             steps: [
-              { text: "Append one.", delayMs: 300, tools: [append(file, "one")] },
+              { text: "Append one.", delayMs: 1000, tools: [append(file, "one")] },
               {
                 text: "Write notes.",
-                delayMs: 300,
+                delayMs: 1000,
                 tools: [{ name: "write_file", params: { path: "notes.txt", content: "notes\n" } }]
               },
-              { text: "Append two.", delayMs: 300, tools: [append(file, "two")] },
-              { text: "Finished.", delayMs: 300 }
+              { text: "Append two.", delayMs: 1000, tools: [append(file, "two")] },
+              { text: "Finished.", delayMs: 1000 }
             ]
           }
         ]
@@ -136,9 +136,14 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
           .filter((l) => l.startsWith("{"))
           .map((l) => JSON.parse(l))
           .filter((r) => r.state === "running" && r.runner)
-          .map((r) => Number(r.runner.split(":")[1]) - basePort)
-        if (busy.length === 0) continue
-        const i = busy[Math.floor(Math.random() * busy.length)]!
+        // one whose task is in the log (killed before that, it is started again, not taken over)
+        const recorded: Array<number> = []
+        for (const r of busy) {
+          const events = (await store((st) => st.read(r.session)).catch(() => [])) as Array<any>
+          if (events.length > 0) recorded.push(Number(r.runner.split(":")[1]) - basePort)
+        }
+        if (recorded.length === 0) continue
+        const i = recorded[Math.floor(Math.random() * recorded.length)]!
         runners[i]!.child.kill("SIGKILL")
         kills++
         await sleep(300 + Math.random() * 700)
