@@ -153,7 +153,7 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     expect(done, `sessions finished (runner logs:\n${runners.map((r) => r.log).join("\n---\n")})`).toBe(SESSIONS)
     expect(kills).toBeGreaterThan(0)
     const takeovers = logs.match(/: taking over in /g)?.length ?? 0
-    expect(takeovers, "sessions taken over by another runner").toBeGreaterThan(0)
+    expect(takeovers, `sessions taken over by another runner (runner logs:\n${logs})`).toBeGreaterThan(0)
 
     const listed = muse(["sessions", "--cluster", "--json"], { sb })
     expect(listed.code, listed.stderr).toBe(0)
