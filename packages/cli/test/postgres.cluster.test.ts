@@ -49,11 +49,16 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     const effects = path.join(sb.root, "effects")
     fs.mkdirSync(effects)
     const basePort = 35000 + Math.floor(Math.random() * 2000)
+    // a runner started again comes back at a new address, as a replacement machine would
+    const portOf = new Map<number, number>()
+    let nextPort = basePort
     const start = (i: number) => {
+      const port = nextPort++
+      portOf.set(port, i)
       const r = {
         child: spawn(
           process.execPath,
-          [bin, "runner", "--port", String(basePort + i), "--work-dir", path.join(sb.root, `runner-${i}`)],
+          [bin, "runner", "--port", String(port), "--work-dir", path.join(sb.root, `runner-${i}`)],
           { env: sb.env, stdio: ["ignore", "ignore", "pipe"] }
         ),
         log: ""
@@ -140,7 +145,8 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
         const recorded: Array<number> = []
         for (const r of busy) {
           const events = (await store((st) => st.read(r.session)).catch(() => [])) as Array<any>
-          if (events.length > 0) recorded.push(Number(r.runner.split(":")[1]) - basePort)
+          const i = portOf.get(Number(r.runner.split(":")[1]))
+          if (events.length > 0 && i !== undefined && runners[i]!.child.exitCode === null) recorded.push(i)
         }
         if (recorded.length === 0) continue
         const i = recorded[Math.floor(Math.random() * recorded.length)]!
