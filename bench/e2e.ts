@@ -11,7 +11,9 @@
  * - **gap**: client time between the end of a model answer (the server's last byte) and the next request
  *   (its headers arriving) — tool run, logging, prompt building, encoding; median and p99 over the run;
  * - **marginal ms/turn**: (wall at the largest N − wall at the smallest N) / (difference in N);
- * - **start → first request**: spawn of the process until the first model request arrives;
+ * - **start → first request**: spawn of the process until the first model request arrives; and the **CPU** the
+ *   agent's processes (it and its children) had used by then (Linux, from `/proc`: steadier than wall time on a
+ *   busy machine);
  * - **peak RSS** of the process (GNU time's maximum resident set size);
  * - **bytes/turn**: request body bytes sent per model call, mean over the run (and the last request).
  *
@@ -21,6 +23,8 @@
  * BENCH_E2E_FORMATS=chat,anthropic,responses      # wire formats
  * BENCH_E2E_PEERS=pi                              # peers (installed by the bench), or "none"
  * BENCH_E2E_MUSE_ARGS="--no-crew"                 # extra flags for muse run
+ * BENCH_E2E_BASELINE_BIN=../other/packages/cli/dist/bin.js  # another build of muse beside this one
+ * BENCH_E2E_KEEP=1                                # keep the temp folder (muse's session logs) and print it
  * ```
  *
  * Peers are installed with npm into `$TMPDIR/musekit-bench-peers/` (kept between runs; delete it to
@@ -54,6 +58,8 @@ const FORMATS = list(process.env.BENCH_E2E_FORMATS, "chat,anthropic,responses") 
 const PEERS = list(process.env.BENCH_E2E_PEERS, "pi")
 /** Node flags for every agent process (`--cpu-prof --cpu-prof-dir=/tmp/prof` to profile). */
 const NODE_ARGS = list(process.env.BENCH_E2E_NODE_ARGS?.replace(/\s+/g, ","), "")
+/** Another build's `packages/cli/dist/bin.js`, run beside this one as "muse (baseline)". */
+const BASELINE_BIN = process.env.BENCH_E2E_BASELINE_BIN
 const MUSE_ARGS = list(process.env.BENCH_E2E_MUSE_ARGS?.replace(/\s+/g, ","), "")
 const WINDOW = 1_000_000
 const TIMEOUT_MS = Number(process.env.BENCH_E2E_TIMEOUT_MS ?? 600_000)
@@ -83,9 +89,44 @@ interface Session {
   /** Tool results a stored response had seen (for `previous_response_id`). */
   readonly responses: Map<string, number>
   problem: string | undefined
+  /** The agent's process, and the CPU its process tree had used when the first model request arrived. */
+  pid?: number | undefined
+  firstCpuMs?: number | undefined
 }
 
 let session: Session = { turns: 0, responses: new Map(), problem: undefined }
+
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** CPU time (user + system, with waited-for children) of a process and its descendants, from `/proc`. */
+const treeCpuMs = (pid: number): number | undefined => {
+  const ticks = (p: number): number => {
+    const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8")
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    let sum = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])
+    for (const task of fs.readdirSync(`/proc/${p}/task`)) {
+      const children = fs.readFileSync(`/proc/${p}/task/${task}/children`, "utf8").trim()
+      for (const c of children === "" ? [] : children.split(" ")) {
+        try {
+          sum += ticks(Number(c))
+        } catch {} // a child that just ended
+      }
+    }
+    return sum
+  }
+  try {
+    return (ticks(pid) * 1000) / CLK_TCK
+  } catch {
+    return undefined
+  }
+}
+
 let responseIds = 0
 
 const fail = (res: import("node:http").ServerResponse, message: string) => {
@@ -103,6 +144,7 @@ const answer: Fake.Handler = (req, res, recorded) => {
     return
   }
   if (format === undefined || req.method !== "POST") return fail(res, `unexpected ${req.method} ${recorded.url}`)
+  if (session.firstCpuMs === undefined && session.pid !== undefined) session.firstCpuMs = treeCpuMs(session.pid)
   const body = recorded.body
   if (typeof body !== "object" || body === null) return fail(res, "the request body is not JSON")
   if (body.stream !== true) return fail(res, "the bench server answers streaming requests only")
@@ -144,7 +186,7 @@ const cleanEnv = (dir: string): NodeJS.ProcessEnv => {
   return { ...env, HOME: dir, XDG_CONFIG_HOME: path.join(dir, "config"), NO_COLOR: "1", CI: "1" }
 }
 
-const museAgent = (dir: string): Agent => {
+const museAgent = (dir: string, name = "muse", bin = museBin): Agent => {
   const config = path.join(dir, "config", "muse", "config.json")
   fs.mkdirSync(path.dirname(config), { recursive: true })
   fs.writeFileSync(
@@ -159,7 +201,7 @@ const museAgent = (dir: string): Agent => {
     })
   )
   return {
-    name: "muse",
+    name,
     formats: ["chat", "anthropic", "responses"],
     command: (format, base) => {
       const env: NodeJS.ProcessEnv = { ...cleanEnv(dir), MUSE_HOME: path.join(dir, "muse-state") }
@@ -173,7 +215,7 @@ const museAgent = (dir: string): Agent => {
       if (format === "anthropic") Object.assign(env, { ANTHROPIC_BASE_URL: base, ANTHROPIC_API_KEY: "bench-key" })
       if (format === "responses") Object.assign(env, { OPENAI_BASE_URL: `${base}/v1`, OPENAI_API_KEY: "bench-key" })
       return {
-        args: [museBin, "run", TASK, "--model", spec, "--output-format", "json", ...MUSE_ARGS],
+        args: [bin, "run", TASK, "--model", spec, "--output-format", "json", ...MUSE_ARGS],
         env
       }
     }
@@ -257,6 +299,7 @@ const peerFactories: Record<string, (dir: string) => Agent> = { pi: piAgent }
 interface Run {
   readonly wallMs: number
   readonly firstRequestMs: number
+  readonly firstRequestCpuMs: number | undefined
   readonly gaps: ReadonlyArray<number>
   readonly peakRssMiB: number | undefined
   readonly requests: number
@@ -275,6 +318,7 @@ const spawnTimed = (
       : [process.execPath, ...NODE_ARGS, ...args]
     const t0 = performance.now()
     const child = spawn(cmd!, rest, { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
+    session.pid = child.pid
     let out = ""
     const keep = (d: Buffer) => {
       out = (out + d.toString("utf8")).slice(-8000)
@@ -325,6 +369,7 @@ const runOnce = async (
   return {
     wallMs: r.wallMs,
     firstRequestMs: model[0]!.receivedAt - r.t0,
+    firstRequestCpuMs: session.firstCpuMs,
     gaps,
     peakRssMiB: readRss(rssFile),
     requests: model.length,
@@ -360,6 +405,7 @@ interface Summary {
   readonly runs: number
   readonly wallMs: number
   readonly firstRequestMs: number
+  readonly firstRequestCpuMs: number | undefined
   readonly gapMedianMs: number
   readonly gapP99Ms: number
   readonly gapMaxMs: number
@@ -370,6 +416,7 @@ interface Summary {
 
 const summarize = (agent: string, format: Wire.Format, turns: number, runs: ReadonlyArray<Run>): Summary => {
   const rss = runs.flatMap((r) => (r.peakRssMiB === undefined ? [] : [r.peakRssMiB]))
+  const cpu = runs.flatMap((r) => (r.firstRequestCpuMs === undefined ? [] : [r.firstRequestCpuMs]))
   return {
     agent,
     format,
@@ -377,6 +424,7 @@ const summarize = (agent: string, format: Wire.Format, turns: number, runs: Read
     runs: runs.length,
     wallMs: median(runs.map((r) => r.wallMs)),
     firstRequestMs: median(runs.map((r) => r.firstRequestMs)),
+    firstRequestCpuMs: cpu.length > 0 ? median(cpu) : undefined,
     // per run, then the median run (a slow minute on a shared machine moves a whole run)
     gapMedianMs: median(runs.map((r) => median(r.gaps))),
     gapP99Ms: median(runs.map((r) => percentile(r.gaps, 0.99))),
@@ -400,6 +448,8 @@ export const run = async (): Promise<void> => {
   fs.mkdirSync(scratch)
   const workspace = makeWorkspace(dir)
   const agents: Array<Agent> = [museAgent(dir)]
+  // another build of muse beside this one, same run (before/after a change)
+  if (BASELINE_BIN) agents.push(museAgent(dir, "muse (baseline)", path.resolve(BASELINE_BIN)))
   const skipped: Array<string> = []
   for (const name of PEERS) {
     const factory = peerFactories[name]
@@ -444,7 +494,7 @@ export const run = async (): Promise<void> => {
               runs.set(k, [...(runs.get(k) ?? []), r])
               process.stdout.write(
                 `  round ${round + 1} · ${agent.name} · ${format} · ${turns}: ${fmtMs(r.wallMs)}, first request ` +
-                  `${fmtMs(r.firstRequestMs)}, gap p50 ${fmtMs(median(r.gaps))}\n`
+                  `${fmtMs(r.firstRequestMs)} (CPU ${r.firstRequestCpuMs === undefined ? "–" : fmtMs(r.firstRequestCpuMs)}), gap p50 ${fmtMs(median(r.gaps))}\n`
               )
             } catch (e) {
               failures.push(`${k}: ${(e as Error).message}`)
@@ -486,6 +536,7 @@ export const run = async (): Promise<void> => {
           String(turns),
           fmtMs(s.wallMs),
           fmtMs(s.firstRequestMs),
+          s.firstRequestCpuMs === undefined ? "–" : fmtMs(s.firstRequestCpuMs),
           fmtMs(s.gapMedianMs),
           fmtMs(s.gapP99Ms),
           fmtMs(s.gapMaxMs),
@@ -502,6 +553,7 @@ export const run = async (): Promise<void> => {
         "tool calls",
         "wall",
         "start → 1st request",
+        "CPU to 1st request",
         "gap p50",
         "gap p99",
         "gap max",
@@ -534,6 +586,12 @@ export const run = async (): Promise<void> => {
     row("gap p99", m.gapP99Ms, fmtMs, (p) => find(p.name, format, large)?.gapP99Ms)
     row(`marginal ms/turn (${small}→${large})`, mm, fmtMs, (p) => marginal(p.name, format))
     row("start → first request", m.firstRequestMs, fmtMs, (p) => find(p.name, format, large)?.firstRequestMs)
+    row(
+      "CPU until first request",
+      m.firstRequestCpuMs ?? Number.NaN,
+      fmtMs,
+      (p) => find(p.name, format, large)?.firstRequestCpuMs
+    )
     row(
       `peak RSS at ${large}`,
       m.peakRssMiB ?? Number.NaN,
@@ -571,6 +629,7 @@ export const run = async (): Promise<void> => {
     )
   })
   process.stdout.write(`\nfigures: ${path.relative(process.cwd(), file)}\n`)
-  fs.rmSync(dir, { recursive: true, force: true })
+  if (process.env.BENCH_E2E_KEEP === "1") process.stdout.write(`kept: ${dir}\n`)
+  else fs.rmSync(dir, { recursive: true, force: true })
   if (failures.length > 0) process.exitCode = 1
 }

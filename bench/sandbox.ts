@@ -1,9 +1,10 @@
 /**
  * The cost of the OS sandbox per command: `run_shell` of `true` and of `git status` in a git
  * repository of 10,000 committed files, unsandboxed and in the `workspace-write` sandbox of this
- * machine (bubblewrap on Linux, sandbox-exec on macOS), interleaved in the same run; medians and
- * 90th percentiles of N runs each, the time added and the ratio. A machine without a sandbox
- * prints why and measures nothing.
+ * machine (bubblewrap on Linux, sandbox-exec on macOS), interleaved in the same run; on Linux both
+ * ways of starting it: the long-lived sandbox of the workspace (the default) and a new sandbox per
+ * command (`reuse: false`). Medians and 90th percentiles of N runs each, the time added and the
+ * ratio. A machine without a sandbox prints why and measures nothing.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -49,10 +50,13 @@ export const run = async () => {
       Effect.scoped(
         Effect.gen(function* () {
           const sandbox = yield* Sandbox.make({ mode: "workspace-write" })
+          const linux = availability.backend === "bubblewrap"
+          const perCommand = linux ? yield* Sandbox.make({ mode: "workspace-write", reuse: false }) : undefined
           const workspace = yield* Effect.orDie(WorkspaceNode.make(root))
           const ctx: Tools.CallContext = { agent: "main", callId: "b", workspace, progress: () => Effect.void }
           const plain = CodingTools.runShell({ sandbox: undefined })
           const boxed = CodingTools.runShell({ sandbox })
+          const cold = perCommand ? CodingTools.runShell({ sandbox: perCommand }) : undefined
           const time = (def: Tools.Definition, command: string) =>
             Effect.gen(function* () {
               const params = yield* Effect.orDie(Tools.decodeParams(def, { command }))
@@ -62,15 +66,18 @@ export const run = async () => {
               if (r.exit_code !== 0) throw new Error(`${command} failed: ${r.output}`)
               return ms
             })
-          const out: Record<string, { plain: Array<number>; boxed: Array<number> }> = {}
+          const out: Record<string, { plain: Array<number>; boxed: Array<number>; cold: Array<number> }> = {}
           for (const command of ["true", "git status"]) {
-            const s = { plain: [] as Array<number>, boxed: [] as Array<number> }
-            // warm both paths, then interleave so load on the machine falls on both alike
+            const s = { plain: [] as Array<number>, boxed: [] as Array<number>, cold: [] as Array<number> }
+            // warm every path (the long-lived sandbox starts here), then interleave so load on the
+            // machine falls on all alike
             yield* time(plain, command)
             yield* time(boxed, command)
+            if (cold) yield* time(cold, command)
             for (let i = 0; i < N; i++) {
               s.plain.push(yield* time(plain, command))
               s.boxed.push(yield* time(boxed, command))
+              if (cold) s.cold.push(yield* time(cold, command))
             }
             out[command] = s
           }
@@ -78,22 +85,31 @@ export const run = async () => {
         })
       )
     )
-    const rows = Object.entries(samples).map(([command, s]) => {
+    const name = (command: string) =>
+      command === "git status" ? `git status (${FILES.toLocaleString("en-US")} files)` : command
+    const rows = Object.entries(samples).flatMap(([command, s]) => {
       const p = median(s.plain)
-      const b = median(s.boxed)
+      const row = (how: string, xs: Array<number>) => {
+        const b = median(xs)
+        return [
+          name(command),
+          how,
+          fmtMs(p),
+          fmtMs(b),
+          `${fmtMs(percentile(s.plain, 0.9))} / ${fmtMs(percentile(xs, 0.9))}`,
+          fmtMs(b - p),
+          `${(b / p).toFixed(2)}×`
+        ]
+      }
       return [
-        command === "git status" ? `git status (${FILES.toLocaleString("en-US")} files)` : command,
-        fmtMs(p),
-        fmtMs(b),
-        `${fmtMs(percentile(s.plain, 0.9))} / ${fmtMs(percentile(s.boxed, 0.9))}`,
-        fmtMs(b - p),
-        `${(b / p).toFixed(2)}×`
+        row(s.cold.length > 0 ? "long-lived" : "per command", s.boxed),
+        ...(s.cold.length > 0 ? [row("per command", s.cold)] : [])
       ]
     })
     const limit = availability.processLimit._tag
     printTable(
       `run_shell per command, median of ${N} (${availability.backend}, workspace-write, process limit: ${limit})`,
-      ["command", "unsandboxed", "sandboxed", "p90 un/sandboxed", "added", "ratio"],
+      ["command", "sandbox", "unsandboxed", "sandboxed", "p90 un/sandboxed", "added", "ratio"],
       rows
     )
     writeFigures(
@@ -106,7 +122,14 @@ export const run = async () => {
             sandboxedMedianMs: median(s.boxed),
             plainP90Ms: percentile(s.plain, 0.9),
             sandboxedP90Ms: percentile(s.boxed, 0.9),
-            addedMs: median(s.boxed) - median(s.plain)
+            addedMs: median(s.boxed) - median(s.plain),
+            ...(s.cold.length > 0
+              ? {
+                  perCommandMedianMs: median(s.cold),
+                  perCommandP90Ms: percentile(s.cold, 0.9),
+                  perCommandAddedMs: median(s.cold) - median(s.plain)
+                }
+              : {})
           }
         ])
       )

@@ -1,5 +1,6 @@
 import { cpSync, existsSync, readFileSync, rmSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import type { Plugin } from "esbuild"
 import { defineConfig } from "tsup"
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
@@ -22,6 +23,41 @@ const alias: Record<string, string> = {
   "@musekit/plugin-mcp": here("../../plugins/mcp/src/index.ts")
 }
 
+// CommonJS packages that only some paths use (the skills plugin's front matter; @effect/cli's file
+// options, which muse does not use): loaded on their first call instead of when the CLI loads.
+// Each entry names the functions the bundled code calls. yaml, the largest, is not bundled at all
+// (a dependency of this package, required from node_modules on first use); the others are bundled.
+const lazyPackages: Record<string, ReadonlyArray<string>> = {
+  yaml: ["parse", "parseDocument", "isMap"],
+  toml: ["parse"],
+  ini: ["parse"]
+}
+const requiredAtRunTime = new Set(["yaml"])
+const lazyFirstCall: Plugin = {
+  name: "lazy-first-call",
+  setup(build) {
+    const filter = new RegExp(`^(${Object.keys(lazyPackages).join("|")})$`)
+    // one stand-in per package and folder (two folders may resolve two versions)
+    const folders = new Map<string, number>()
+    build.onResolve({ filter }, (args) => {
+      if (args.namespace === "lazy-first-call")
+        return requiredAtRunTime.has(args.path) ? { path: args.path, external: true } : undefined
+      if (!folders.has(args.resolveDir)) folders.set(args.resolveDir, folders.size)
+      return {
+        path: `${args.path}#${folders.get(args.resolveDir)}`,
+        namespace: "lazy-first-call",
+        pluginData: { path: args.path, resolveDir: args.resolveDir }
+      }
+    })
+    build.onLoad({ filter: /.*/, namespace: "lazy-first-call" }, (args) => {
+      const { path: name, resolveDir } = args.pluginData as { path: string; resolveDir: string }
+      const load = `let m\nconst load = () => (m ??= require(${JSON.stringify(name)}))\n`
+      const fns = (lazyPackages[name] ?? []).map((f) => `export const ${f} = (...a) => load().${f}(...a)`)
+      return { contents: load + fns.join("\n"), resolveDir, loader: "js" }
+    })
+  }
+}
+
 export default defineConfig({
   entry: ["src/index.ts", "src/bin.ts"],
   format: ["esm"],
@@ -41,6 +77,7 @@ export default defineConfig({
     js: 'import { createRequire as __museRequire } from "node:module"; const require = __museRequire(import.meta.url);'
   },
   define: { __MUSE_VERSION__: JSON.stringify(pkg.version) },
+  esbuildPlugins: [lazyFirstCall],
   esbuildOptions(options) {
     options.alias = { ...options.alias, ...alias }
   },

@@ -651,6 +651,9 @@ export const make = (
             }
           },
           observe: paths.length > 0 || def.observe ? observeCall(def, params, ctx, paths) : undefined,
+          // a read changes nothing: it need not wait for its intent to reach the disk (a crash that
+          // loses the intent leaves the call unrecorded, and resume asks again; invariant 5 re-runs reads)
+          durableIntent: def.effect !== "read",
           run: () =>
             Effect.flatMap(aliasRefusal(paths), (refusal) =>
               refusal !== undefined

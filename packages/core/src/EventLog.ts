@@ -117,7 +117,8 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<Event.Envelope>, EventLogError>
   /**
    * Append without waiting for the event to be durable. It is committed in order, with the next
-   * appends; if the process dies first it may be lost, so use it only for events a crash may drop
+   * durable append (or a `flush`, or at the latest `LAZY_COMMIT_MS` later: an agent's turn writes
+   * its outcomes and its next intent with one sync); if the process dies first it may be lost, so use it only for events a crash may drop
    * (an outcome whose intent is durable), and never acknowledge it to anyone before a later
    * `append` has returned.
    */
@@ -132,6 +133,8 @@ export interface Service {
   readonly settled: Effect.Effect<boolean>
   /** Wait until every event handed out so far is durable. */
   readonly flush: Effect.Effect<void, EventLogError>
+  /** Wait until event `seq` is durable, without hastening its commit (see `enqueue`). */
+  readonly whenDurable: (seq: number) => Effect.Effect<void, EventLogError>
   /** What the log does to text before it is stored (secrets replaced); the identity without a redactor. */
   readonly redact: (text: string) => string
   /**
@@ -193,6 +196,12 @@ interface Pending {
 const encoder = new TextEncoder()
 
 /**
+ * The longest an `enqueue`d event waits for a durable append to share a sync with, before it is
+ * written on its own (milliseconds).
+ */
+export const LAZY_COMMIT_MS = 50
+
+/**
  * `Event.canonicalJson` of a draft's data. Plain `JSON.stringify` gives the same text whenever it
  * succeeds (the canonical replacer only changes bigints), so it is tried first: it is several times
  * faster. Data that is not JSON at all (a function, a symbol) is refused.
@@ -226,6 +235,24 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
     // hot path of every append, so it avoids a queue and a deferred per event.
     let queue: Array<Pending> = []
     let wakeCommitter: (() => void) | undefined
+    // whether the queue must be written now: a durable append, a flush, closing, or the lazy timer
+    // (events only enqueued wait for one of these, so that they share the next durable append's sync)
+    let due = false
+    let lazyTimer: ReturnType<typeof setTimeout> | undefined
+    const commitNow = () => {
+      if (queue.length === 0) return
+      due = true
+      wakeCommitter?.()
+    }
+    const commitSoon = () => {
+      if (due) return commitNow()
+      if (lazyTimer !== undefined) return
+      lazyTimer = setTimeout(() => {
+        lazyTimer = undefined
+        commitNow()
+      }, LAZY_COMMIT_MS)
+      lazyTimer.unref?.()
+    }
     // callers of `flush`, each waiting for a seq to become durable
     let flushWaiters: Array<{ readonly seq: number; readonly done: (error: EventLogError | undefined) => void }> = []
     const wakeFlushers = () => {
@@ -309,7 +336,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
     }
 
     const waitForWork = Effect.async<void>((resume) => {
-      if (queue.length > 0) return resume(Effect.void)
+      if (queue.length > 0 && due) return resume(Effect.void)
       wakeCommitter = () => {
         wakeCommitter = undefined
         resume(Effect.void)
@@ -321,12 +348,29 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
 
     // A taken group is always settled: the commit is uninterruptible, so closing the scope waits for it.
     const committer = Effect.forever(
-      Effect.zipRight(waitForWork, Effect.uninterruptible(Effect.suspend(() => commitGroup(takeGroup()))))
+      Effect.zipRight(
+        waitForWork,
+        Effect.uninterruptible(
+          Effect.suspend(() => {
+            const group = takeGroup()
+            // what is enqueued from now on waits for the next reason to write
+            if (queue.length === 0) {
+              due = false
+              if (lazyTimer !== undefined) clearTimeout(lazyTimer)
+              lazyTimer = undefined
+            }
+            return commitGroup(group)
+          })
+        )
+      )
     )
     yield* Effect.forkScoped(committer)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         // let the committer write what is queued (events enqueued without waiting included)
+        if (lazyTimer !== undefined) clearTimeout(lazyTimer)
+        lazyTimer = undefined
+        commitNow()
         const deadline = Date.now() + 10_000
         while (queue.length > 0 && !failure && Date.now() < deadline) {
           // a real timer, not the Effect clock: a test clock must not stop the log from closing
@@ -363,7 +407,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
               items,
               settle: (error) => resume(error === undefined ? Effect.succeed(events) : Effect.fail(error))
             })
-            wakeCommitter?.()
+            commitNow()
           })
         ),
         Effect.uninterruptible
@@ -378,7 +422,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
             if (closed) return Effect.fail(new LogClosed({ session: sessionId }))
             const items = seal([draft], at)
             queue.push({ items, settle: () => {} })
-            wakeCommitter?.()
+            commitSoon()
             return Effect.succeed(items[0]!.event)
           })
         )
@@ -415,7 +459,15 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
         if (failure) return resume(Effect.fail(failure))
         if (durableSeq >= seq) return resume(Effect.void)
         flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
+        commitNow()
       }),
+      whenDurable: (seq) =>
+        Effect.async<void, EventLogError>((resume) => {
+          if (failure) return resume(Effect.fail(failure))
+          if (durableSeq >= seq) return resume(Effect.void)
+          if (closed) return resume(Effect.fail(new LogClosed({ session: sessionId })))
+          flushWaiters.push({ seq, done: (error) => resume(error ? Effect.fail(error) : Effect.void) })
+        }),
       redact: (text) => redactor.redact(text),
       putBlob: (data, blobOptions) =>
         Effect.suspend(() => {

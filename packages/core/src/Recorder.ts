@@ -191,6 +191,12 @@ export interface AppendOptions {
    * intent before them is durable, so resume settles it). Default `true`.
    */
   readonly durable?: boolean | undefined
+  /**
+   * With `durable: false`: observers see the event (and those before it) as soon as the log has
+   * made it durable, not only at the next durable append. For the intent of a step whose effect
+   * changes nothing (`StepOptions.durableIntent`), so that the UI shows a long read while it runs.
+   */
+  readonly shown?: boolean | undefined
 }
 
 export class Recorder extends Context.Tag("@musekit/core/Recorder")<Recorder, Service>() {}
@@ -213,6 +219,13 @@ export const makeLive = (
 ): Service => {
   // events appended without waiting, shown to observers once a later append made them durable
   const unseen: Array<Event.Envelope> = []
+  /** Show observers the unseen events up to `seq` (durable by now), in order. */
+  const showUpTo = (onEvent: (e: Event.Envelope) => Effect.Effect<void>, seq: number): Effect.Effect<void> =>
+    Effect.whileLoop({
+      while: () => unseen.length > 0 && unseen[0]!.seq <= seq,
+      body: () => onEvent(unseen.shift()!),
+      step: () => {}
+    })
   return {
     append: (draft, observe, appendOptions) =>
       Effect.gen(function* () {
@@ -222,6 +235,17 @@ export const makeLive = (
           if (options.onEvent) {
             unseen.push(e)
             unseen.sort((a, b) => a.seq - b.seq)
+            if (appendOptions.shown === true) {
+              const onEvent = options.onEvent
+              yield* Effect.forkDaemon(
+                Effect.ignore(
+                  Effect.zipRight(
+                    log.whenDurable(e.seq),
+                    Effect.suspend(() => showUpTo(onEvent, e.seq))
+                  )
+                )
+              )
+            }
           }
           return e
         }
@@ -489,6 +513,12 @@ export interface StepOptions<A, E, R> {
   readonly intent: { readonly type: string; readonly data: unknown }
   /** Observed live before the effect (e.g. workspace fingerprints); stored in `data.observed`. */
   readonly observe?: Effect.Effect<unknown> | undefined
+  /**
+   * `false`: the effect changes nothing in the world (a read), so it may start before its intent is
+   * durable: the intent is written with the next durable append (or the log's next commit), and a
+   * crash that loses it loses nothing a resume needs — the step simply runs again. Default `true`.
+   */
+  readonly durableIntent?: boolean | undefined
   readonly run: (intent: Event.Envelope) => Effect.Effect<A, E, R>
   readonly outcome: (a: A) => { readonly type: string; readonly data: unknown }
   readonly fromOutcome: (outcome: Event.Envelope) => Effect.Effect<A, RecorderError> | A
@@ -503,7 +533,8 @@ export interface StepOptions<A, E, R> {
 
 /**
  * One write-ahead step: intent durable → effect → outcome durable. Replaying, the outcome comes from
- * the log and the effect does not run.
+ * the log and the effect does not run. (A step whose effect changes nothing may start before its
+ * intent is durable: `durableIntent: false`.)
  */
 export const step = <A, E, R>(
   options: StepOptions<A, E, R>
@@ -567,7 +598,8 @@ const liveStep = <A, E, R>(
     const wasReplaying = yield* rec.replaying(options.agent)
     const intent = yield* rec.append(
       { agent: options.agent, parent: options.parent ?? null, type: options.intent.type, data: options.intent.data },
-      options.observe
+      options.observe,
+      options.durableIntent === false ? { durable: false, shown: true } : undefined
     )
     return yield* afterIntent(rec, options, intent, wasReplaying)
   })

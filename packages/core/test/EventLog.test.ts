@@ -144,3 +144,45 @@ describe("EventLog (memory)", () => {
     }).pipe(Effect.provide(EventLog.layerMemory("t")))
   )
 })
+
+describe("EventLog commits", () => {
+  /** A memory log that counts its backend's commits. */
+  const counted = Effect.gen(function* () {
+    const base = yield* EventLog.memoryBackend()
+    const commits: Array<ReadonlyArray<string>> = []
+    const backend: EventLog.Backend = {
+      ...base,
+      commit: (batch) =>
+        Effect.zipRight(
+          Effect.sync(() => commits.push(batch.map((c) => c.event.type))),
+          base.commit(batch)
+        )
+    }
+    const log = yield* EventLog.make(backend, { sessionId: "counted" })
+    return { log, commits }
+  })
+
+  it.scopedLive("enqueued events share the next durable append's commit (one sync per turn, not one per event)", () =>
+    Effect.gen(function* () {
+      const { log, commits } = yield* counted
+      yield* log.enqueue({ agent: "main", type: "model.responded", data: {} })
+      yield* log.enqueue({ agent: "main", type: "tool.started", data: {} })
+      // an agent's tool runs here: nothing forces a write
+      yield* Effect.sleep("5 millis")
+      yield* log.enqueue({ agent: "main", type: "tool.completed", data: {} })
+      yield* log.append({ agent: "main", type: "model.requested", data: {} })
+      expect(commits).toEqual([["model.responded", "tool.started", "tool.completed", "model.requested"]])
+    })
+  )
+
+  it.scopedLive("an enqueued event with no append after it is written on its own, soon", () =>
+    Effect.gen(function* () {
+      const { log, commits } = yield* counted
+      yield* log.enqueue({ agent: "main", type: "turn.note", data: {} })
+      const deadline = Date.now() + 5_000
+      while (commits.length === 0 && Date.now() < deadline) yield* Effect.sleep("10 millis")
+      expect(commits).toEqual([["turn.note"]])
+      expect(yield* log.settled).toBe(true)
+    })
+  )
+})

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, FastCheck as fc } from "effect"
-import { type Event, Recorder, Redactor } from "../src/index.js"
+import { Deferred, Effect, Exit, Fiber, FastCheck as fc } from "effect"
+import { type Event, EventLog, Recorder, Redactor } from "../src/index.js"
 
 /** The comparison replay made before it compared member by member: one key string per side. */
 const referenceJson = (value: unknown): string =>
@@ -247,4 +247,67 @@ describe("Redactor.isClean", () => {
     expect(Redactor.isClean(Redactor.make({ secrets: { ODD_SECRET: 'a"b,c:d{e}' } }), { a: 1 })).toBe(false)
     expect(Redactor.isClean(Redactor.make({ secrets: { PIN_SECRET: "12345678" } }), { n: 9123456789 })).toBe(false)
   })
+})
+
+describe("Recorder steps and durability", () => {
+  /** A log whose commits wait until `open` is called: what is durable, and what waited for it. */
+  const gatedLog = Effect.gen(function* () {
+    const gate = yield* Deferred.make<void>()
+    const base = yield* EventLog.memoryBackend()
+    const backend: EventLog.Backend = {
+      ...base,
+      commit: (batch) => Effect.zipRight(Deferred.await(gate), base.commit(batch))
+    }
+    const log = yield* EventLog.make(backend, { sessionId: "gated" })
+    return { log, open: Deferred.succeed(gate, undefined), stored: () => base.events.map((e) => e.type) }
+  })
+
+  const stepOf = (ran: Array<string>, type: string, durableIntent?: boolean) => ({
+    agent: "main",
+    intent: { type, data: {} },
+    ...(durableIntent === undefined ? {} : { durableIntent }),
+    run: () => Effect.sync(() => ran.push(type)),
+    outcome: () => ({ type: `${type}.done`, data: {} }),
+    outcomeTypes: [`${type}.done`],
+    fromOutcome: () => 0
+  })
+
+  it.scopedLive("a step's effect waits for its intent to be durable; with durableIntent: false it does not", () =>
+    Effect.gen(function* () {
+      const { log, open, stored } = yield* gatedLog
+      const rec = Recorder.makeLive(log)
+      const ran: Array<string> = []
+      // a read: runs while nothing has reached the store
+      yield* Recorder.stepWith(rec, stepOf(ran, "read.started", false)).pipe(Effect.timeout("5 seconds"))
+      expect(ran).toEqual(["read.started"])
+      expect(stored()).toEqual([])
+      // the default: the effect starts only once the intent is durable
+      const write = yield* Effect.fork(Recorder.stepWith(rec, stepOf(ran, "write.started")))
+      yield* Effect.sleep("50 millis")
+      expect(ran).toEqual(["read.started"])
+      yield* open
+      yield* Fiber.join(write)
+      expect(ran).toEqual(["read.started", "write.started"])
+      yield* log.flush
+      expect(stored()).toEqual(["read.started", "read.started.done", "write.started", "write.started.done"])
+    })
+  )
+
+  it.scopedLive("observers see an intent appended without waiting once the log has made it durable, in order", () =>
+    Effect.gen(function* () {
+      const { log, open } = yield* gatedLog
+      const seen: Array<string> = []
+      const rec = Recorder.makeLive(log, { onEvent: (e) => Effect.sync(() => seen.push(e.type)) })
+      yield* rec.append({ agent: "main", parent: null, type: "decided", data: {} }, undefined, { durable: false })
+      yield* Recorder.stepWith(rec, stepOf([], "read.started", false)).pipe(Effect.timeout("5 seconds"))
+      // observers see only what is durable: nothing yet (not even the outcome the step enqueued)
+      yield* Effect.sleep("100 millis")
+      expect(seen).toEqual([])
+      yield* open
+      // the log writes enqueued events on its own, soon: the intent is shown without another append
+      const deadline = Date.now() + 5_000
+      while (seen.length < 2 && Date.now() < deadline) yield* Effect.sleep("5 millis")
+      expect(seen.slice(0, 2)).toEqual(["decided", "read.started"])
+    })
+  )
 })

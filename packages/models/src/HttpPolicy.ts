@@ -167,6 +167,15 @@ export const isStreamingRequest = (request: HttpClientRequest.HttpClientRequest)
   if (request.urlParams.some(([k, v]) => k === "alt" && v === "sse")) return true
   if (request.url.includes("alt=sse") || request.url.includes(":streamGenerateContent")) return true
   const body = request.body
+  if (body._tag === "Raw" && typeof body.body === "string") {
+    if (body.body.includes('"stream":true') || body.body.includes('"stream": true')) return true
+    if (!/"stream"\s*:\s*true/.test(body.body)) return false
+    try {
+      return JSON.parse(body.body)?.stream === true
+    } catch {
+      return false
+    }
+  }
   if (body._tag !== "Uint8Array") return false
   // Look for the key in the bytes, without decoding or parsing the body (a prompt can be large, and
   // this runs for every request). Inside a JSON string a quote is escaped, so `"stream":true` there

@@ -27,7 +27,7 @@
 import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
 import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
-import { fromCompletion, StreamAssembler, toMessages, toolFields } from "./internal/chatCompletions.js"
+import { fromCompletion, messagesJson, requestJson, StreamAssembler, toolFields } from "./internal/chatCompletions.js"
 import { mapHttpErrors, sseEvents } from "./internal/http.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
@@ -82,20 +82,24 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     )
     const client = HttpClient.filterStatusOk(base)
 
+    // the request's JSON text, with each history message encoded once per session (not once per request)
     const body = (providerOptions: LanguageModel.ProviderOptions, stream: boolean) =>
-      Effect.map(Effect.serviceOption(Config), (override) => ({
-        model: options.model,
-        ...options.config,
-        ...(override._tag === "Some" ? override.value : {}),
-        messages: toMessages(providerOptions.prompt),
-        ...toolFields(providerOptions),
-        ...(stream
-          ? { stream: true, ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }) }
-          : {})
-      }))
+      Effect.map(Effect.serviceOption(Config), (override) =>
+        requestJson(
+          { model: options.model, ...options.config, ...(override._tag === "Some" ? override.value : {}) },
+          messagesJson(providerOptions.prompt),
+          {
+            ...toolFields(providerOptions),
+            ...(stream
+              ? { stream: true, ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }) }
+              : {})
+          }
+        )
+      )
 
-    const request = (payload: unknown) =>
-      HttpClientRequest.post("/chat/completions", { body: HttpBody.unsafeJson(payload) })
+    const request = (json: string) =>
+      // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
+      HttpClientRequest.post("/chat/completions", { body: HttpBody.raw(json, { contentType: "application/json" }) })
 
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {

@@ -245,6 +245,12 @@ const anthropic: Wire = {
     expect(req.headers["anthropic-version"]).toBe("2023-06-01")
     expect(req.body.model).toBe("claude-sonnet-4-5")
     expect(req.body.stream).toBe(true)
+    // prompt-cache breakpoints: the system prompt, and the newest message (the whole stable prefix)
+    const ephemeral = (blocks: unknown) =>
+      Array.isArray(blocks) && blocks.some((b: any) => b?.cache_control?.type === "ephemeral")
+    expect(ephemeral(req.body.system)).toBe(true)
+    expect(ephemeral(req.body.messages.at(-1).content)).toBe(true)
+    expect(req.body.messages.slice(0, -1).some((m: any) => ephemeral(m.content))).toBe(false)
   },
   toolResults: (body) =>
     (body.messages ?? [])

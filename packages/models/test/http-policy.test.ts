@@ -51,6 +51,12 @@ describe("HttpPolicy", () => {
     const post = (body: unknown) => HttpClientRequest.post("/x", { body: HttpBody.unsafeJson(body) })
     expect(HttpPolicy.isStreamingRequest(post({ stream: true, model: "m" }))).toBe(true)
     expect(HttpPolicy.isStreamingRequest(post({ model: "m", messages: [{ content: '"stream":true' }] }))).toBe(false)
+    // a body given as its JSON text (the Chat Completions adapter sends one)
+    const raw = (body: unknown) =>
+      HttpClientRequest.post("/x", { body: HttpBody.raw(JSON.stringify(body), { contentType: "application/json" }) })
+    expect(HttpPolicy.isStreamingRequest(raw({ model: "m", stream: true }))).toBe(true)
+    expect(HttpPolicy.isStreamingRequest(raw({ model: "m", messages: [{ content: '"stream":true' }] }))).toBe(false)
+    expect(HttpPolicy.isStreamingRequest(raw({ model: "m", stream: false }))).toBe(false)
     expect(
       HttpPolicy.isStreamingRequest(
         HttpClientRequest.post("/v1beta/models/g:streamGenerateContent", { urlParams: { alt: "sse" } })

@@ -317,8 +317,21 @@ type ReadOutcome =
       readonly capped: boolean
     }
 
-/** Stream the file once: strict UTF-8 check, line count, and the selected lines within a byte budget. */
-const readLines = async (abs: string, start: number, limit: number, maxBytes: number): Promise<ReadOutcome> => {
+/** Files up to this size are read in one call rather than streamed (most files an agent reads). */
+const ONE_READ_BYTES = 64 * KiB
+
+/**
+ * Stream the file once: strict UTF-8 check, line count, and the selected lines within a byte budget.
+ * `size` is the file's size at its `stat`: a small file is read whole, in one synchronous call (a
+ * stream costs several thread-pool round trips and more than the read itself).
+ */
+const readLines = async (
+  abs: string,
+  start: number,
+  limit: number,
+  maxBytes: number,
+  statSize = Number.POSITIVE_INFINITY
+): Promise<ReadOutcome> => {
   const decoder = new TextDecoder("utf-8", { fatal: true })
   const selected: Array<string> = []
   let bytes = 0
@@ -349,23 +362,33 @@ const readLines = async (abs: string, start: number, limit: number, maxBytes: nu
     bytes += len
     selected.push(text)
   }
-  const stream = fs.createReadStream(abs, { highWaterMark: 64 * KiB })
+  /** Takes the lines of one chunk; why the file is not text, if it is not. */
+  const consume = (chunk: Buffer): string | undefined => {
+    size += chunk.length
+    if (chunk.includes(0)) return "it contains NUL bytes"
+    let text: string
+    try {
+      text = carry + decoder.decode(chunk, { stream: true })
+    } catch {
+      return "it is not valid UTF-8"
+    }
+    const parts = text.split("\n")
+    carry = parts.pop()!
+    for (const p of parts) take(p)
+    // a line this long is cut when shown anyway: keep only its beginning in memory
+    if (carry.length > 2 * maxBytes) carry = carry.slice(0, 2 * maxBytes)
+    return undefined
+  }
+  const stream = statSize <= ONE_READ_BYTES ? undefined : fs.createReadStream(abs, { highWaterMark: 64 * KiB })
   try {
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
-      size += chunk.length
-      if (chunk.includes(0))
-        return { _tag: "binary", why: "it contains NUL bytes", size: (await fs.promises.stat(abs)).size }
-      let text: string
-      try {
-        text = carry + decoder.decode(chunk, { stream: true })
-      } catch {
-        return { _tag: "binary", why: "it is not valid UTF-8", size: (await fs.promises.stat(abs)).size }
+    if (stream === undefined) {
+      const why = consume(fs.readFileSync(abs))
+      if (why !== undefined) return { _tag: "binary", why, size }
+    } else {
+      for await (const chunk of stream as AsyncIterable<Buffer>) {
+        const why = consume(chunk)
+        if (why !== undefined) return { _tag: "binary", why, size: (await fs.promises.stat(abs)).size }
       }
-      const parts = text.split("\n")
-      carry = parts.pop()!
-      for (const p of parts) take(p)
-      // a line this long is cut when shown anyway: keep only its beginning in memory
-      if (carry.length > 2 * maxBytes) carry = carry.slice(0, 2 * maxBytes)
     }
     try {
       carry += decoder.decode()
@@ -373,7 +396,7 @@ const readLines = async (abs: string, start: number, limit: number, maxBytes: nu
       return { _tag: "binary", why: "it is not valid UTF-8", size }
     }
   } finally {
-    stream.destroy()
+    stream?.destroy()
   }
   if (carry !== "") take(carry)
   return { _tag: "text", lines: selected, total: lineNo, capped, ...(cutLine !== undefined ? { cutLine } : {}) }
@@ -405,7 +428,7 @@ export const readFile = (options: Options = {}): Tools.Definition => {
         if (st.isDirectory()) return yield* fail(`${rel} is a directory; use list_files to see its contents`)
         if (!st.isFile()) return yield* fail(`${rel} is not a regular file`)
         const start = offset ?? 1
-        const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes))
+        const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes, st.size))
         if (out._tag === "binary") return yield* fail(binaryMessage(rel, out.size, out.why))
         const end = start + out.lines.length - 1
         const result: ReadResult = {

@@ -33,6 +33,7 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { Checkpoint, Event, EventLog, Redactor } from "@musekit/core"
 import { Chunk, Effect, Either, Layer, Option, type Scope, Stream } from "effect"
+import { pidAlive, removeLeftovers } from "./internal/deadPids.js"
 
 /** The default state directory for sessions and blobs. */
 export const defaultDir = (env: NodeJS.ProcessEnv = process.env): string =>
@@ -124,15 +125,6 @@ const fsyncDir = (dir: string) => {
   }
 }
 
-const pidAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
 /** A lock file as found: its inode and the pid in it (`undefined`: no pid in it). `undefined` when missing. */
 const lockState = (file: string): { readonly ino: number; readonly pid: number | undefined } | undefined => {
   try {
@@ -186,19 +178,12 @@ const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuf
 
 /** Remove the temporary files (`<lock>.<pid>.<random>`) of lock creators that died before cleaning up. */
 const removeDeadLockTemps = (lockFile: string) => {
-  const dir = path.dirname(lockFile)
   const prefix = `${path.basename(lockFile)}.`
-  let names: Array<string> = []
-  try {
-    names = fs.readdirSync(dir)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    if (!name.startsWith(prefix)) continue
-    const m = /^(\d+)\.[0-9a-f]{8}$/.exec(name.slice(prefix.length))
-    if (m && !pidAlive(Number(m[1]))) fs.rmSync(path.join(dir, name), { force: true })
-  }
+  removeLeftovers(
+    path.dirname(lockFile),
+    (name) => (name.startsWith(prefix) ? /^(\d+)\.[0-9a-f]{8}$/.exec(name.slice(prefix.length))?.[1] : undefined),
+    (file) => fs.rmSync(file, { force: true })
+  )
 }
 
 /**

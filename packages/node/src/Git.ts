@@ -32,7 +32,7 @@
  * if (r.status === 0) console.log(r.stdout.trim())
  * ```
  */
-import { type SpawnSyncReturns, spawnSync } from "node:child_process"
+import { type SpawnOptions, type SpawnSyncReturns, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -330,6 +330,23 @@ export const repoOverrides = (entries: ReadonlyArray<ConfigEntry>): Array<readon
 export const MIN_VERSION: readonly [number, number] = [2, 31]
 
 let versionChecked: string | null | undefined
+let versionChecking: Promise<string | undefined> | undefined
+
+const judgeVersion = (r: {
+  readonly stdout: string
+  readonly stderr: string
+  readonly error?: Error | undefined
+  readonly status: number | null
+}): string | null => {
+  const m = /git version (\d+)\.(\d+)/.exec(r.stdout)
+  if (r.error || r.status !== 0 || !m) {
+    return `git is not available on PATH (${r.error?.message ?? (r.stderr.trim() || "no version")}); install git ${MIN_VERSION.join(".")} or newer`
+  }
+  const [major, minor] = [Number(m[1]), Number(m[2])]
+  return major < MIN_VERSION[0] || (major === MIN_VERSION[0] && minor < MIN_VERSION[1])
+    ? `git ${major}.${minor} is too old: muse needs git ${MIN_VERSION.join(".")} or newer`
+    : null
+}
 
 /**
  * Why muse cannot run the `git` on `PATH` (missing, or older than {@link MIN_VERSION}), or
@@ -338,18 +355,51 @@ let versionChecked: string | null | undefined
 export const versionProblem = (): string | undefined => {
   if (versionChecked === undefined) {
     const r = spawnSync("git", ["version"], { encoding: "utf8", env: environment() })
-    const m = /git version (\d+)\.(\d+)/.exec(r.stdout ?? "")
-    if (r.error || r.status !== 0 || !m) {
-      versionChecked = `git is not available on PATH (${r.error?.message ?? ((r.stderr || "").trim() || "no version")}); install git ${MIN_VERSION.join(".")} or newer`
-    } else {
-      const [major, minor] = [Number(m[1]), Number(m[2])]
-      versionChecked =
-        major < MIN_VERSION[0] || (major === MIN_VERSION[0] && minor < MIN_VERSION[1])
-          ? `git ${major}.${minor} is too old: muse needs git ${MIN_VERSION.join(".")} or newer`
-          : null
-    }
+    versionChecked = judgeVersion({ stdout: r.stdout ?? "", stderr: r.stderr ?? "", error: r.error, status: r.status })
   }
   return versionChecked ?? undefined
+}
+
+/** Output of a git process run by {@link run}. */
+export interface Ran {
+  readonly status: number | null
+  readonly stdout: string
+  readonly stderr: string
+  readonly error?: Error | undefined
+}
+
+const spawnGit = (args: ReadonlyArray<string>, options: SpawnOptions, input?: string): Promise<Ran> =>
+  new Promise((resolve) => {
+    const out: Array<Buffer> = []
+    const err: Array<Buffer> = []
+    let error: Error | undefined
+    const child = spawn("git", args as Array<string>, { ...options, stdio: ["pipe", "pipe", "pipe"] })
+    child.stdout?.on("data", (b: Buffer) => out.push(b))
+    child.stderr?.on("data", (b: Buffer) => err.push(b))
+    child.stdin?.on("error", () => {})
+    child.on("error", (e) => (error ??= e))
+    child.on("close", (status) =>
+      resolve({
+        status,
+        stdout: Buffer.concat(out).toString("utf8"),
+        stderr: Buffer.concat(err).toString("utf8"),
+        error
+      })
+    )
+    child.stdin?.end(input)
+  })
+
+/**
+ * {@link versionProblem} without blocking: start it early and the later synchronous calls find
+ * the answer waiting (same answer, same once-per-process cache).
+ */
+export const checkVersion = (): Promise<string | undefined> => {
+  if (versionChecked !== undefined) return Promise.resolve(versionChecked ?? undefined)
+  versionChecking ??= spawnGit(["version"], { env: environment() }).then((r) => {
+    versionChecked ??= judgeVersion(r)
+    return versionChecked ?? undefined
+  })
+  return versionChecking
 }
 
 export interface RunSyncOptions {
@@ -394,4 +444,25 @@ export const runSync = (args: ReadonlyArray<string>, options: RunSyncOptions): S
     env: environment(overrides, options.env),
     input: options.input
   })
+}
+
+/**
+ * {@link runSync} without blocking the process: the same hardening, the same answer, for checks
+ * that run beside other start-up work.
+ */
+export const run = async (args: ReadonlyArray<string>, options: RunSyncOptions): Promise<Ran> => {
+  const problem = readsContent(args) ? await checkVersion() : undefined
+  if (problem) return { status: 127, stdout: "", stderr: problem, error: new Error(problem) }
+  let overrides: ReadonlyArray<readonly [string, string]> = []
+  if (readsContent(args)) {
+    const env = environment([], options.env)
+    const known = knownOverrides(options.cwd, env)
+    if (known) overrides = known
+    else {
+      const list = await spawnGit(LIST_CONFIG, { cwd: options.cwd, env })
+      if (list.status !== 0) return list
+      overrides = overridesFromListing(list.stdout, options.cwd, env)
+    }
+  }
+  return spawnGit(args, { cwd: options.cwd, env: environment(overrides, options.env) }, options.input)
 }

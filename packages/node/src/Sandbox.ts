@@ -10,7 +10,11 @@
  *
  * Linux uses bubblewrap (`bwrap`): a mount namespace built from read-only and writable binds,
  * fresh network, PID and IPC namespaces, every capability dropped, a seccomp filter, and a process
- * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root). macOS
+ * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root). It is
+ * built once per plan (workspace, mode, hidden paths): a long-lived `bwrap` runs a small supervisor
+ * that starts each command inside it (`internal/sandbox/warm.ts`), so the commands of a workspace
+ * share its private `/tmp` and process limit; `reuse: false`, or a supervisor that cannot start,
+ * gives each command a `bwrap` of its own. macOS
  * uses `sandbox-exec` with a generated profile. Where neither can run (no `bwrap`, a container
  * without user namespaces), `status` says why and commands run without a sandbox, guarded by
  * approvals only: the CLI says so at start and in `/status`.
@@ -21,9 +25,10 @@
  *
  * const SandboxLive = Sandbox.layer({ mode: "workspace-write", network: { allow: ["registry.npmjs.org"] } })
  * Sandbox.detect().available // false on a machine without bubblewrap, with `reason`
+ * const probe = Sandbox.detectInBackground() // the same, without blocking; the layer awaits it
  * ```
  */
-import { type ChildProcess, spawnSync } from "node:child_process"
+import { type ChildProcess, spawn, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -32,11 +37,13 @@ import * as path from "node:path"
 import type { Duplex } from "node:stream"
 import { Redactor } from "@musekit/core"
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import { removeLeftovers } from "./internal/deadPids.js"
 import { findOnPath } from "./internal/ripgrep.js"
 import * as Blocked from "./internal/sandbox/blocked.js"
 import { FORWARDER, handleClient, hostMatcher, serveChannel } from "./internal/sandbox/proxy.js"
 import * as Seatbelt from "./internal/sandbox/seatbelt.js"
 import { unixSocketFilter } from "./internal/sandbox/seccomp.js"
+import * as Warm from "./internal/sandbox/warm.js"
 
 export const Mode = Schema.Literal("read-only", "workspace-write", "off")
 export type Mode = typeof Mode.Type
@@ -57,7 +64,12 @@ export const Settings = Schema.Struct({
   /** More paths commands may not read, besides the built-in list of secrets. */
   hidden: Schema.optional(Schema.Array(Schema.String)),
   /** Most processes (threads count) one command may run at once (default 2048). */
-  processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16)))
+  processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
+  /**
+   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command
+   * (default true); `false` starts a new sandbox for every command (slower, nothing shared).
+   */
+  reuse: Schema.optional(Schema.Boolean)
 })
 export type Settings = typeof Settings.Type
 
@@ -132,29 +144,12 @@ export interface Availability {
 const isRoot = () => typeof process.getuid === "function" && process.getuid() === 0
 
 /** Groups left by a muse process that was killed before it could remove them. */
-const removeStaleCgroups = (dir: string) => {
-  let names: Array<string> = []
-  try {
-    names = fs.readdirSync(dir)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const m = /^muse-(\d+)-\d+$/.exec(name)
-    if (!m) continue
-    const pid = Number(m[1])
-    if (pid === process.pid) continue
-    try {
-      process.kill(pid, 0)
-      continue // its process still runs
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "EPERM") continue
-    }
-    try {
-      fs.rmdirSync(path.join(dir, name))
-    } catch {}
-  }
-}
+const removeStaleCgroups = (dir: string) =>
+  removeLeftovers(
+    dir,
+    (name) => /^muse-(\d+)-\d+$/.exec(name)?.[1],
+    (group) => fs.rmdirSync(group)
+  )
 
 /** The pids cgroup muse may create child groups in (root only), or why there is none. */
 const findPidsCgroup = (): ProcessLimit => {
@@ -199,10 +194,10 @@ const findPidsCgroup = (): ProcessLimit => {
  * Run `bwrap` once as a command would be run (see `bwrapArgs`), in a throw-away workspace: the
  * command writes the workspace and /tmp, and must not be able to write `.git`.
  */
-const probeSetup = (
+function* probeSetup(
   bwrap: string,
   filter: Buffer | undefined
-): { readonly status: number | null; readonly error: string } => {
+): Generator<ProbeRun, { readonly status: number | null; readonly error: string }, ProbeResult> {
   let dir: string | undefined
   let fd: number | undefined
   try {
@@ -240,16 +235,17 @@ const probeSetup = (
       seccompFd: fd === undefined ? undefined : 3,
       root: isRoot()
     })
-    const r = spawnSync(
-      bwrap,
-      [...args, "--", "/bin/sh", "-c", "echo ok > probe && echo ok > /tmp/probe && ! (echo x > .git/x) 2>/dev/null"],
-      {
-        stdio: ["ignore", "ignore", "pipe", ...(fd === undefined ? [] : [fd])],
-        timeout: 10_000,
-        encoding: "utf8",
-        cwd: "/"
-      }
-    )
+    const r = yield {
+      file: bwrap,
+      args: [
+        ...args,
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo ok > probe && echo ok > /tmp/probe && ! (echo x > .git/x) 2>/dev/null"
+      ],
+      fds: fd === undefined ? [] : [fd]
+    }
     const said =
       String(r.stderr ?? "")
         .trim()
@@ -269,16 +265,77 @@ const probeSetup = (
   }
 }
 
+/** A process the probe runs (stdin and stdout ignored, stderr read, `fds` from fd 3 on), and how it ended. */
+interface ProbeRun {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly fds: ReadonlyArray<number>
+}
+interface ProbeResult {
+  readonly status: number | null
+  readonly stderr: string
+  readonly error?: Error | undefined
+}
+
+const PROBE_TIMEOUT_MS = 10_000
+
+const runProbeSync = (run: ProbeRun): ProbeResult => {
+  const r = spawnSync(run.file, run.args as Array<string>, {
+    stdio: ["ignore", "ignore", "pipe", ...run.fds],
+    timeout: PROBE_TIMEOUT_MS,
+    encoding: "utf8",
+    cwd: "/"
+  })
+  return { status: r.status, stderr: String(r.stderr ?? ""), error: r.error }
+}
+
+const runProbe = (run: ProbeRun): Promise<ProbeResult> =>
+  new Promise((resolve) => {
+    let stderr = ""
+    let error: Error | undefined
+    const child = spawn(run.file, run.args as Array<string>, {
+      stdio: ["ignore", "ignore", "pipe", ...run.fds],
+      timeout: PROBE_TIMEOUT_MS,
+      cwd: "/"
+    })
+    child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+    child.on("error", (e) => (error ??= e))
+    child.on("close", (status) => resolve({ status, stderr, error }))
+  })
+
 let detected: Availability | undefined
+let detecting: Promise<Availability> | undefined
 
 /** What sandbox this machine can run (probed once per process: one `bwrap` run of a few ms). */
 export const detect = (options: { readonly refresh?: boolean } = {}): Availability => {
   if (detected && !options.refresh) return detected
-  detected = detectNow()
+  const steps = detectSteps()
+  let step = steps.next()
+  while (!step.done) step = steps.next(runProbeSync(step.value))
+  detected = step.value
   return detected
 }
 
-const detectNow = (): Availability => {
+/**
+ * {@link detect} without blocking: the probe's processes run while the caller goes on (a session
+ * starts it first thing and waits for it only where the answer is needed). Same answer, same
+ * once-per-process cache.
+ */
+export const detectInBackground = (options: { readonly refresh?: boolean } = {}): Promise<Availability> => {
+  if (detected && !options.refresh) return Promise.resolve(detected)
+  if (detecting && !options.refresh) return detecting
+  const probing = (async () => {
+    const steps = detectSteps()
+    let step = steps.next()
+    while (!step.done) step = steps.next(await runProbe(step.value))
+    if (options.refresh || !detected) detected = step.value
+    return step.value
+  })()
+  detecting = probing
+  return probing
+}
+
+function* detectSteps(): Generator<ProbeRun, Availability, ProbeResult> {
   if (process.platform === "darwin") {
     const program = "/usr/bin/sandbox-exec"
     if (!fs.existsSync(program))
@@ -289,7 +346,7 @@ const detectNow = (): Availability => {
         unixSocketsBlocked: false,
         processLimit: { _tag: "none", reason: "no sandbox" }
       }
-    const r = spawnSync(program, ["-p", "(version 1)(allow default)", "/usr/bin/true"], { timeout: 10_000 })
+    const r = yield { file: program, args: ["-p", "(version 1)(allow default)", "/usr/bin/true"], fds: [] }
     return r.status === 0
       ? {
           backend: "sandbox-exec",
@@ -301,7 +358,7 @@ const detectNow = (): Availability => {
       : {
           backend: "none",
           available: false,
-          reason: `sandbox-exec does not run here (${String(r.stderr ?? r.error ?? "").trim() || `exit ${r.status}`}); a nested sandbox cannot start another`,
+          reason: `sandbox-exec does not run here (${(r.stderr || r.error?.message || "").trim() || `exit ${r.status}`}); a nested sandbox cannot start another`,
           unixSocketsBlocked: false,
           processLimit: { _tag: "none", reason: "no sandbox" }
         }
@@ -329,9 +386,9 @@ const detectNow = (): Availability => {
   // /tmp, hidden files and folders, the seccomp filter): a machine that runs bwrap but not these
   // has no sandbox, and says why, instead of failing every command
   const filter = unixSocketFilter()
-  const withFilter = filter ? probeSetup(bwrap, filter) : undefined
+  const withFilter = filter ? yield* probeSetup(bwrap, filter) : undefined
   const unixSocketsBlocked = withFilter?.status === 0
-  const setup = withFilter && unixSocketsBlocked ? withFilter : probeSetup(bwrap, undefined)
+  const setup = withFilter && unixSocketsBlocked ? withFilter : yield* probeSetup(bwrap, undefined)
   if (setup.status !== 0) {
     const err = setup.error
     return {
@@ -369,6 +426,13 @@ export interface Status {
   readonly network: ReadonlyArray<string>
   readonly writable: ReadonlyArray<string>
   readonly processes: number
+  /**
+   * How commands get their sandbox: `long-lived` (Linux: one per workspace, started at its first
+   * command), or `per-command` (macOS; `reuse: false`; or when the long-lived one could not start,
+   * with `launchReason`).
+   */
+  readonly launch: "long-lived" | "per-command"
+  readonly launchReason?: string | undefined
 }
 
 /** How to start one sandboxed process. */
@@ -384,6 +448,8 @@ export interface Launch {
   readonly mode: "read-only" | "workspace-write"
   /** What `explain` needs to read the command's output. */
   readonly context: Blocked.Context
+  /** Start the command in the long-lived sandbox instead of spawning `file` (Linux). */
+  readonly run?: (() => Warm.WarmChild) | undefined
 }
 
 export interface Request {
@@ -428,7 +494,7 @@ const expand = (p: string, home: string) =>
 
 const realOr = (p: string) => {
   try {
-    return fs.realpathSync(p)
+    return fs.realpathSync.native(p)
   } catch {
     return p
   }
@@ -462,6 +528,10 @@ const gitDirsOf = (dotGit: string): Array<string> => {
     return []
   }
 }
+
+/** Some folder of `PATH` lies under /tmp (where the sandbox has a /tmp of its own). */
+const tmpOnPath = (PATH: string | undefined) =>
+  (PATH ?? "").split(path.delimiter).some((d) => d !== "" && within(path.resolve(d), "/tmp"))
 
 /** Drop paths that lie under another in the list (a mount over the parent covers them). */
 const outermost = (paths: ReadonlyArray<string>) => {
@@ -526,7 +596,7 @@ const GATE = 5
 export const make = (settings: Settings, options: Options = {}): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function* () {
     let mode: Mode = settings.mode
-    const availability = options.availability ?? detect()
+    const availability = options.availability ?? (yield* Effect.promise(() => detectInBackground()))
     const home = options.home ?? os.homedir()
     const processes = settings.processes ?? DEFAULT_PROCESSES
     const allowHosts = [...(settings.network?.allow ?? [])]
@@ -559,6 +629,20 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       return t
     }
     let cgroups = 0
+
+    // the long-lived sandboxes: one per plan (writable root, mode, hidden paths…), started lazily
+    const reuse = settings.reuse !== false && availability.backend === "bubblewrap"
+    let reuseFailed: string | undefined
+    const warms = new Map<string, { warm: Promise<Warm.Warm>; used: number }>()
+    /** Where refusals of the shared proxy go: the commands running now. */
+    const listening = new Set<Array<string>>()
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        const all = [...warms.values()]
+        warms.clear()
+        for (const w of all) (await w.warm.catch(() => undefined))?.stop()
+      })
+    )
 
     // macOS: the proxy listens on a local port the profile lets commands reach
     let macProxy: { readonly port: number; readonly refused: Array<string> } | undefined
@@ -642,17 +726,115 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       }
     }
 
+    /** The long-lived sandbox for a plan, started at its first command (shared by those that ask at once). */
+    const warmFor = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
+      const key = JSON.stringify({ ...p, cwd: undefined })
+      const had = warms.get(key)
+      if (had) {
+        had.used = Date.now()
+        return had.warm.then((w) => {
+          if (w.alive()) return w
+          if (warms.get(key) === had) warms.delete(key)
+          return warmFor(p)
+        })
+      }
+      // a few at most: the idle one used longest ago makes room
+      if (warms.size >= 8) {
+        const oldest = [...warms.entries()].sort((a, b) => a[1].used - b[1].used)[0]!
+        warms.delete(oldest[0])
+        void oldest[1].warm.then(
+          (w) => w.retire(),
+          () => {}
+        )
+      }
+      const warm = startWarm(p)
+      warms.set(key, { warm, used: Date.now() })
+      warm.catch(() => warms.delete(key))
+      return warm
+    }
+
+    const startWarm = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
+      const stdio: Array<number | "pipe"> = []
+      let fd: number | undefined
+      if (filter) {
+        fd = fs.openSync(filterFile, "r")
+        stdio[SEC - 3] = fd
+      }
+      const proxied = allowHosts.length > 0
+      if (proxied) stdio[PROXY - 3] = "pipe"
+      const limit = availability.processLimit
+      let cgroup: string | undefined
+      if (limit._tag === "cgroup") {
+        const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
+        try {
+          fs.mkdirSync(dir)
+          fs.writeFileSync(path.join(dir, "pids.max"), String(processes))
+          cgroup = dir
+          stdio[GATE - 3] = "pipe"
+        } catch {
+          removeCgroup(dir)
+        }
+      }
+      for (let i = 0; i < stdio.length; i++) if (stdio[i] === undefined) stdio[i] = "pipe"
+      const inner = [
+        ...(limit._tag === "prlimit" ? [limit.path, `--nproc=${processes}:${processes}`, "--"] : []),
+        process.execPath,
+        "-e",
+        Warm.SUPERVISOR,
+        ...(proxied ? [String(PROXY)] : [])
+      ]
+      const bwrap = [...bwrapArgs({ ...p, seccompFd: fd === undefined ? undefined : SEC }), "--", ...inner]
+      const started = Warm.start({
+        file: cgroup ? "/bin/sh" : availability.program!,
+        args: cgroup
+          ? ["-c", `read -r _ <&${GATE}; exec ${GATE}<&-; exec "$@"`, "sh", availability.program!, ...bwrap]
+          : bwrap,
+        // the supervisor's own: each command gets the environment it asks for
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, TMPDIR: "/tmp", LANG: process.env.LANG ?? "C" },
+        stdio,
+        started: (child) => {
+          if (fd !== undefined) fs.closeSync(fd)
+          fd = undefined
+          if (proxied) {
+            const channel = (child.stdio as ReadonlyArray<unknown>)[PROXY] as Duplex | null | undefined
+            if (channel)
+              serveChannel(channel, {
+                allowed,
+                refused: (h) => {
+                  for (const r of listening) r.push(h)
+                }
+              })
+          }
+          if (cgroup) {
+            const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
+            try {
+              if (child.pid !== undefined) fs.writeFileSync(path.join(cgroup, "cgroup.procs"), String(child.pid))
+            } catch {}
+            gate?.end("go\n")
+          }
+        },
+        ended: () => {
+          if (cgroup) removeCgroup(cgroup)
+        }
+      })
+      return started.finally(() => {
+        if (fd !== undefined) fs.closeSync(fd)
+      })
+    }
+
     const prepare = (request: Request): Effect.Effect<Launch | undefined, never, Scope.Scope> =>
       Effect.gen(function* () {
         const m = mode
         if (m === "off" || !availability.available) return undefined
         const p = plan(request, m)
-        // the program is found on the host's PATH: a PATH folder under /tmp is out of sight in the
-        // sandbox (it has a /tmp of its own), so a program found there runs from where it really is
+        // a PATH folder under /tmp is out of sight in the sandbox (it has a /tmp of its own), so a
+        // program found there runs from where it really is; only such a PATH is searched here
         const program = request.argv[0] ?? ""
-        const found = program.includes("/") ? undefined : findOnPath(program, request.env ?? process.env)
+        const env0 = request.env ?? process.env
+        const found = program.includes("/") || !tmpOnPath(env0.PATH) ? undefined : findOnPath(program, env0)
         const argv = found && within(found, "/tmp") ? [realOr(found), ...request.argv.slice(1)] : request.argv
         const refused: Array<string> = []
+        const limit = availability.processLimit
         const context = (limit: number | undefined): Blocked.Context => ({
           mode: m,
           cwd: p.cwd,
@@ -688,7 +870,31 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
             context: context(undefined)
           } satisfies Launch
         }
-        // bubblewrap
+        // bubblewrap: the long-lived sandbox of this plan, else one for this command
+        if (reuse && !reuseFailed) {
+          const warm = yield* Effect.promise(() =>
+            warmFor(p).then(
+              (w) => w,
+              (e: Error) => e
+            )
+          )
+          if (warm instanceof Error) reuseFailed = warm.message
+          else {
+            listening.add(refused)
+            yield* Effect.addFinalizer(() => Effect.sync(() => listening.delete(refused)))
+            const env = sandboxEnv(request.env ?? process.env, "/tmp", m)
+            return {
+              file: availability.program!,
+              args: [],
+              env,
+              stdio: [],
+              started: () => {},
+              mode: m,
+              context: context(limit._tag === "none" ? undefined : processes),
+              run: () => warm.run({ argv, cwd: p.cwd, env })
+            } satisfies Launch
+          }
+        }
         const stdio: Array<number | "pipe"> = []
         const release: Array<() => void> = []
         yield* Effect.addFinalizer(() =>
@@ -709,7 +915,6 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         }
         const proxied = allowHosts.length > 0
         if (proxied) stdio[PROXY - 3] = "pipe"
-        const limit = availability.processLimit
         let cgroup: string | undefined
         if (limit._tag === "cgroup") {
           const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
@@ -770,7 +975,13 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         availability,
         network: allowHosts,
         writable: extraWritable,
-        processes
+        processes,
+        launch: reuse && !reuseFailed ? ("long-lived" as const) : ("per-command" as const),
+        launchReason: reuse
+          ? reuseFailed
+          : availability.backend === "bubblewrap"
+            ? "the setting reuse is false"
+            : undefined
       })),
       prepare,
       explain: (launch, output) => Blocked.explain(output, launch.context)
@@ -804,5 +1015,5 @@ export const describe = (status: Status): string => {
       : `at most ${status.processes} processes`
   return `sandbox ${status.mode} (${a.backend}): ${what}, ${net}, secrets hidden, ${limit}${
     a.unixSocketsBlocked ? ", no unix sockets" : ""
-  }`
+  }${status.launchReason ? `; a new sandbox for each command (${status.launchReason})` : ""}`
 }

@@ -171,6 +171,22 @@ describe("Git", () => {
     expect(fs.readFileSync(path.join(repo, "a.txt"), "utf8")).toBe("two\n")
   })
 
+  it("run() is runSync() without blocking: same hardening, same answers", async () => {
+    const { repo, ran } = hostileRepo()
+    expect(await Git.checkVersion()).toBeUndefined()
+    const status = await Git.run(["status", "--porcelain"], { cwd: repo })
+    expect(status.status, status.stderr).toBe(0)
+    expect(status.stdout).toBe(Git.runSync(["status", "--porcelain"], { cwd: repo }).stdout)
+    expect(status.stdout).toContain("a.txt")
+    expect((await Git.run(["add", "-A"], { cwd: repo })).status).toBe(0)
+    const commit = await Git.run(["commit", "-q", "-F", "-"], { cwd: repo, input: "from stdin\n" })
+    expect(commit.status, commit.stderr).toBe(0)
+    expect(Git.runSync(["log", "-1", "--format=%s"], { cwd: repo }).stdout.trim()).toBe("from stdin")
+    expect(ran()).toEqual([])
+    const outside = await Git.run(["rev-parse", "--is-inside-work-tree"], { cwd: os.tmpdir() })
+    expect(outside.status).not.toBe(0)
+  })
+
   it("says when git is missing or too old", () => {
     expect(Git.versionProblem()).toBeUndefined()
     expect(Git.MIN_VERSION).toEqual([2, 31])

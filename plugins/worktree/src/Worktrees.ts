@@ -30,7 +30,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Context, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Context, Effect, Either, Exit, Layer, Option, Schema } from "effect"
 import { GitFailed, git, gitText, type RunOptions, retryOnLock, run } from "./internal/git.js"
 import * as Parse from "./internal/parse.js"
 import { isWithin, PathEscape, realPathOf } from "./Paths.js"
@@ -413,22 +413,33 @@ export const make = (options: Options): Effect.Effect<Service, WorktreeError> =>
     yield* validName("branch prefix", prefix)
     const cwd = path.resolve(options.repo)
     if (!fs.existsSync(cwd)) return yield* new NotARepository({ path: cwd, reason: "the directory does not exist" })
-    const info = yield* gitText(["rev-parse", "--show-toplevel", "--git-common-dir", "--absolute-git-dir"], {
-      cwd,
-      optionalLocks: false
-    }).pipe(
-      Effect.mapError(
-        (e) => new NotARepository({ path: cwd, reason: e.stderr.trim() || "not inside a git working tree" })
-      )
+    const baseRef = options.baseRef ?? "HEAD"
+    // the checkout and the base commit, asked of two git processes at once (a session starts sooner);
+    // the checkout's answer is judged first, whichever ends first
+    const [located, resolved] = yield* Effect.all(
+      [
+        Effect.either(
+          gitText(["rev-parse", "--show-toplevel", "--git-common-dir", "--absolute-git-dir"], {
+            cwd,
+            optionalLocks: false
+          })
+        ),
+        Effect.either(
+          gitText(["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], { cwd, optionalLocks: false })
+        )
+      ],
+      { concurrency: 2 }
     )
+    if (Either.isLeft(located)) {
+      const e = located.left
+      return yield* new NotARepository({ path: cwd, reason: e.stderr.trim() || "not inside a git working tree" })
+    }
+    const info = located.right
     const [repo, commonDirRaw, mainGitDir] = info.split("\n") as [string, string, string]
     const commonDir = path.resolve(cwd, commonDirRaw)
     if (!repo) return yield* new NotARepository({ path: cwd, reason: "a bare repository has no checkout" })
-    const baseRef = options.baseRef ?? "HEAD"
-    const base = yield* gitText(["rev-parse", "--verify", "--quiet", `${baseRef}^{commit}`], {
-      cwd: repo,
-      optionalLocks: false
-    }).pipe(Effect.mapError(() => new BaseNotFound({ ref: baseRef, repo })))
+    if (Either.isLeft(resolved)) return yield* new BaseNotFound({ ref: baseRef, repo })
+    const base = resolved.right
     const root = path.resolve(options.root ?? path.join(repo, "..", ".muse-worktrees", path.basename(repo)))
     const dir = path.join(root, sessionId)
     const branchRefPrefix = `refs/heads/${prefix}/${sessionId}/`

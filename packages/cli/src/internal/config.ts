@@ -31,7 +31,8 @@ export const ConfigFile = Schema.Struct({
   /**
    * The OS sandbox of shell commands: `mode` (`workspace-write`, the default; `read-only`; `off`),
    * `network.allow` (hosts reachable through the proxy), `writable` (more folders commands may
-   * write), `hidden` (more paths they may not read), `processes` (the limit per command).
+   * write), `hidden` (more paths they may not read), `processes` (the process limit), `reuse`
+   * (Linux: `false` starts a new sandbox for every command instead of one per workspace).
    */
   sandbox: Schema.optional(
     Schema.Struct({
@@ -39,7 +40,8 @@ export const ConfigFile = Schema.Struct({
       network: Schema.optional(Schema.Struct({ allow: Schema.optional(Schema.Array(Schema.String)) })),
       writable: Schema.optional(Schema.Array(Schema.String)),
       hidden: Schema.optional(Schema.Array(Schema.String)),
-      processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16)))
+      processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
+      reuse: Schema.optional(Schema.Boolean)
     })
   ),
   /** Start the crew of background agents (default true). */
@@ -280,11 +282,13 @@ export const sandboxSettings = (flag: Sandbox.Mode | undefined, loaded: Loaded):
   const writable = paths((c) => c.sandbox?.writable)
   const hidden = paths((c) => c.sandbox?.hidden)
   const processes = loaded.project?.sandbox?.processes ?? loaded.user?.sandbox?.processes
+  const reuse = loaded.project?.sandbox?.reuse ?? loaded.user?.sandbox?.reuse
   return {
     mode: flag ?? loaded.project?.sandbox?.mode ?? loaded.user?.sandbox?.mode ?? "workspace-write",
     ...(hosts.length > 0 ? { network: { allow: [...new Set(hosts)] } } : {}),
     ...(writable.length > 0 ? { writable } : {}),
     ...(hidden.length > 0 ? { hidden } : {}),
-    ...(processes !== undefined ? { processes } : {})
+    ...(processes !== undefined ? { processes } : {}),
+    ...(reuse !== undefined ? { reuse } : {})
   }
 }

@@ -52,6 +52,11 @@ export interface Options {
   readonly onRequest?: (() => void) | undefined
   /** Told before the HTTP client waits to retry a request (429, 5xx, a lost connection). */
   readonly onRetry?: ((retry: Retry) => void) | undefined
+  /**
+   * The session id: OpenAI's Responses API gets it as `prompt_cache_key`, so every request of the
+   * session is routed to the prompt cache that holds its prefix.
+   */
+  readonly session?: string | undefined
 }
 
 /** A retry the model's HTTP client is about to wait for. */
@@ -83,8 +88,14 @@ export const languageModel = (
       })
     }
     const onRetry = options.onRetry
+    // (OpenAI-compatible servers are left out: a strict one refuses fields it does not know)
+    const cacheKey =
+      options.session !== undefined && resolved.right.provider.api === "openai"
+        ? { config: { prompt_cache_key: `muse-${options.session}` } }
+        : {}
     return Models.layer(spec, {
       env: options.env,
+      ...cacheKey,
       ...(onRetry ? { onRetry: (retry: Retry) => Effect.sync(() => onRetry(retry)) } : {})
     }).pipe(Layer.orDie)
   })

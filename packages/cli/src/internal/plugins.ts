@@ -234,10 +234,12 @@ const videoPlugin = (cwd: string): Plugin.Plugin => ({
  * Whether `root` is inside a git working tree with at least one commit (worktrees start from it).
  * Asked with muse's hardened git, like every other git call muse makes.
  */
-export const inGitRepo = (root: string): boolean => {
+export const inGitRepo = async (root: string): Promise<boolean> => {
   // one process: it prints "true" and the commit, and fails without a commit to resolve
-  const r = Git.runSync(["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], { cwd: root })
-  return r.status === 0 && r.stdout.split("\n")[0]?.trim() === "true"
+  const r = await Git.run(["rev-parse", "--is-inside-work-tree", "--verify", "--quiet", "HEAD^{commit}"], {
+    cwd: root
+  }).catch(() => undefined)
+  return r?.status === 0 && r.stdout.split("\n")[0]?.trim() === "true"
 }
 
 /** What the main agent is told when crew members work in worktrees. */

@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import type { LanguageModel } from "@effect/ai"
 import type { Approvals, Event, EventLog } from "@musekit/core"
-import { Sandbox, SessionRuntime } from "@musekit/node"
+import { Git, Sandbox, SessionRuntime } from "@musekit/node"
 import { Effect, Either, type Layer, type Scope } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
@@ -68,12 +68,23 @@ export const sandboxOptions = (loaded: Config.Loaded, stateDir: string): Sandbox
  * The line that says commands run without an OS sandbox (none is available here, or it is off),
  * or nothing when they run in one.
  */
-export const sandboxNotice = (settings: Sandbox.Settings | undefined): string | undefined => {
-  const mode = settings?.mode ?? "workspace-write"
-  if (mode === "off") return undefined
-  const a = Sandbox.detect()
-  if (a.available) return undefined
-  return `no OS sandbox for shell commands: ${a.reason ?? "none is available"}. Commands run with your full rights, guarded by approvals only (see /status; --sandbox off says you meant it)`
+export const sandboxNotice = (settings: Sandbox.Settings | undefined): Effect.Effect<string | undefined> =>
+  Effect.gen(function* () {
+    const mode = settings?.mode ?? "workspace-write"
+    if (mode === "off") return undefined
+    const a = yield* Effect.promise(() => Sandbox.detectInBackground())
+    if (a.available) return undefined
+    return `no OS sandbox for shell commands: ${a.reason ?? "none is available"}. Commands run with your full rights, guarded by approvals only (see /status; --sandbox off says you meant it)`
+  })
+
+/**
+ * Start the machine's checks that spawn processes (the sandbox probe, git's version) so they run
+ * beside the rest of a session's preparation; whoever needs an answer waits for it there. The
+ * answers do not depend on when they arrive.
+ */
+const startProbes = () => {
+  void Sandbox.detectInBackground()
+  void Git.checkVersion()
 }
 
 /** Whether the folder's own files take effect in a session (see `trust.ts`). */
@@ -163,6 +174,9 @@ export const prepareNew = (
 ): Effect.Effect<Prepared, CliError, Scope.Scope> =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
+    startProbes()
+    // whether worktrees can be made (git, in the background until it is needed)
+    const isRepo = Plugins.inGitRepo(root)
     const trust = yield* decide(root)
     const loaded = yield* Config.load(root, env.env, { project: trust.trusted })
     const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
@@ -190,7 +204,8 @@ export const prepareNew = (
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest,
-      onRetry: env.onRetry
+      onRetry: env.onRetry,
+      session
     })
     const projectRules = trust.trusted
       ? yield* SessionRuntime.loadProjectRules(root).pipe(
@@ -220,7 +235,7 @@ export const prepareNew = (
       crew &&
       !flags.noWorktrees &&
       (loaded.project?.worktrees ?? loaded.user?.worktrees ?? true) &&
-      Plugins.inGitRepo(root)
+      (yield* Effect.promise(() => isRepo))
     // a folder's own MCP servers run programs the repository names: only in a trusted folder
     const configured = yield* Mcp.load(root, env.env, { project: trust.trusted, loaded })
     const mcp = yield* Mcp.start(Mcp.merge(configured, options.mcpServers ?? { servers: {}, problems: [] }), {
@@ -253,7 +268,7 @@ export const prepareNew = (
         ...(budget.wallMs !== undefined ? { wallMs: budget.wallMs } : {})
       }
     })
-    const sandboxed = sandboxNotice(config.sandbox)
+    const sandboxed = yield* sandboxNotice(config.sandbox)
     if (sandboxed) notices.push(sandboxed)
     return {
       root,
@@ -339,6 +354,7 @@ export const prepareResume = (
 > =>
   Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
+    startProbes()
     const loaded = yield* Config.load(root, env.env, { project: false })
     const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
     const store = yield* LogStore.open(location, env.env)
@@ -386,7 +402,8 @@ export const prepareResume = (
       env: env.env,
       scriptFlag: flags.script,
       onRequest: env.onRequest,
-      onRetry: env.onRetry
+      onRetry: env.onRetry,
+      session
     })
     // the session's approval mode and rules were settled when it started (they are in its log);
     // the project's skills and MCP servers are read again, so they need the folder's trust now
@@ -408,7 +425,7 @@ export const prepareResume = (
       mcp
     })
     const untrusted = untrustedNotice(trust)
-    const sandboxed = sandboxNotice(config.sandbox)
+    const sandboxed = yield* sandboxNotice(config.sandbox)
     return {
       root: workRoot,
       location,

@@ -53,62 +53,105 @@ const resultText = (part: Prompt.ToolResultPart): string => {
   return part.isFailure ? `Error: ${body}` : body
 }
 
+/** Appends the Chat Completions messages for one prompt message to `messages`. */
+const pushMessages = (messages: Array<ChatMessage>, message: Prompt.Message): void => {
+  switch (message.role) {
+    case "system": {
+      messages.push({ role: "system", content: message.content })
+      break
+    }
+    case "user": {
+      const parts: Array<ChatContentPart> = []
+      for (const part of message.content) {
+        if (part.type === "text") parts.push({ type: "text", text: part.text })
+        else if (part.mediaType.startsWith("image/"))
+          parts.push({ type: "image_url", image_url: { url: fileData(part) } })
+        else
+          parts.push({
+            type: "file",
+            file: part.fileName ? { filename: part.fileName, file_data: fileData(part) } : { file_data: fileData(part) }
+          })
+      }
+      const onlyText = parts.every((p) => p.type === "text")
+      messages.push({
+        role: "user",
+        content: onlyText ? parts.map((p) => (p as { text: string }).text).join("\n") : parts
+      })
+      break
+    }
+    case "assistant": {
+      let text = ""
+      const toolCalls: Array<ChatToolCall> = []
+      for (const part of message.content) {
+        if (part.type === "text") text += part.text
+        else if (part.type === "tool-call" && !part.providerExecuted)
+          toolCalls.push({
+            id: part.id,
+            type: "function",
+            function: { name: part.name, arguments: JSON.stringify(part.params ?? {}) }
+          })
+      }
+      if (toolCalls.length > 0)
+        messages.push({ role: "assistant", content: text === "" ? null : text, tool_calls: toolCalls })
+      else messages.push({ role: "assistant", content: text })
+      break
+    }
+    case "tool": {
+      for (const part of message.content)
+        messages.push({ role: "tool", tool_call_id: part.id, content: resultText(part) })
+      break
+    }
+  }
+}
+
 /** Converts a Prompt into Chat Completions messages (tool calls and tool results included). */
 export const toMessages = (prompt: Prompt.Prompt): Array<ChatMessage> => {
   const messages: Array<ChatMessage> = []
-  for (const message of prompt.content) {
-    switch (message.role) {
-      case "system": {
-        messages.push({ role: "system", content: message.content })
-        break
-      }
-      case "user": {
-        const parts: Array<ChatContentPart> = []
-        for (const part of message.content) {
-          if (part.type === "text") parts.push({ type: "text", text: part.text })
-          else if (part.mediaType.startsWith("image/"))
-            parts.push({ type: "image_url", image_url: { url: fileData(part) } })
-          else
-            parts.push({
-              type: "file",
-              file: part.fileName
-                ? { filename: part.fileName, file_data: fileData(part) }
-                : { file_data: fileData(part) }
-            })
-        }
-        const onlyText = parts.every((p) => p.type === "text")
-        messages.push({
-          role: "user",
-          content: onlyText ? parts.map((p) => (p as { text: string }).text).join("\n") : parts
-        })
-        break
-      }
-      case "assistant": {
-        let text = ""
-        const toolCalls: Array<ChatToolCall> = []
-        for (const part of message.content) {
-          if (part.type === "text") text += part.text
-          else if (part.type === "tool-call" && !part.providerExecuted)
-            toolCalls.push({
-              id: part.id,
-              type: "function",
-              function: { name: part.name, arguments: JSON.stringify(part.params ?? {}) }
-            })
-        }
-        if (toolCalls.length > 0)
-          messages.push({ role: "assistant", content: text === "" ? null : text, tool_calls: toolCalls })
-        else messages.push({ role: "assistant", content: text })
-        break
-      }
-      case "tool": {
-        for (const part of message.content)
-          messages.push({ role: "tool", tool_call_id: part.id, content: resultText(part) })
-        break
-      }
-    }
-  }
+  for (const message of prompt.content) pushMessages(messages, message)
   return messages
 }
+
+/**
+ * Each prompt message's wire JSON, encoded once: a session sends the same history again with
+ * every request, and its messages are the same (immutable) objects each time.
+ */
+const wireJson = new WeakMap<Prompt.Message, string>()
+
+/** `JSON.stringify(toMessages(prompt))`, encoding only the messages not seen before. */
+export const messagesJson = (prompt: Prompt.Prompt): string => {
+  const parts: Array<string> = []
+  for (const message of prompt.content) {
+    let json = wireJson.get(message)
+    if (json === undefined) {
+      const out: Array<ChatMessage> = []
+      pushMessages(out, message)
+      json = out.map((m) => JSON.stringify(m)).join(",")
+      wireJson.set(message, json)
+    }
+    if (json !== "") parts.push(json)
+  }
+  return `[${parts.join(",")}]`
+}
+
+/**
+ * The JSON text of `{ ...head, messages, ...tail }` with the messages given as JSON text — the same
+ * bytes as `JSON.stringify` of that object.
+ */
+export const requestJson = (
+  head: Readonly<Record<string, unknown>>,
+  messages: string,
+  tail: Readonly<Record<string, unknown>>
+): string => {
+  // a key of `tail` (or `messages`) already in `head` keeps head's place: leave that rare case to JSON.stringify
+  if ("messages" in head || Object.keys(tail).some((k) => k in head))
+    return JSON.stringify({ ...head, messages: JSON.parse(messages), ...tail })
+  const h = JSON.stringify(head)
+  const t = JSON.stringify(tail)
+  return `${h.length > 2 ? `${h.slice(0, -1)},` : "{"}"messages":${messages}${t.length > 2 ? `,${t.slice(1)}` : "}"}`
+}
+
+/** Each tool's wire form, built once (its JSON schema takes a walk over the tool's schema). */
+const toolWire = new WeakMap<object, object>()
 
 /** The `tools`, `tool_choice` and `response_format` fields of a request. */
 export const toolFields = (options: LanguageModel.ProviderOptions): Record<string, unknown> => {
@@ -135,15 +178,20 @@ export const toolFields = (options: LanguageModel.ProviderOptions): Record<strin
   }
   if (tools.length === 0) return out
   out.tools = tools.map((tool) => {
-    const description = Tool.getDescription(tool as any)
-    return {
-      type: "function",
-      function: {
-        name: tool.name,
-        ...(description ? { description } : {}),
-        parameters: Tool.getJsonSchema(tool as any)
+    let wire = toolWire.get(tool)
+    if (wire === undefined) {
+      const description = Tool.getDescription(tool as any)
+      wire = {
+        type: "function",
+        function: {
+          name: tool.name,
+          ...(description ? { description } : {}),
+          parameters: Tool.getJsonSchema(tool as any)
+        }
       }
+      toolWire.set(tool, wire)
     }
+    return wire
   })
   out.tool_choice = choice
   return out

@@ -9,9 +9,10 @@
  * r.exitCode // 0
  * ```
  */
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { StringDecoder } from "node:string_decoder"
 import { Effect, Fiber, Queue } from "effect"
+import type { WarmChild } from "./sandbox/warm.js"
 
 export interface ShellOptions {
   readonly command: string
@@ -38,6 +39,8 @@ export interface ShellOptions {
         readonly env: NodeJS.ProcessEnv
         readonly stdio: ReadonlyArray<number | "pipe">
         readonly started: (child: import("node:child_process").ChildProcess) => void
+        /** Run the command in a sandbox that already runs, instead of spawning `file` (see `Sandbox`). */
+        readonly run?: (() => WarmChild) | undefined
       }
     | undefined
 }
@@ -118,10 +121,14 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
     const tail = new TailBuffer(options.maxOutputBytes)
     const state = { closed: false, exited: false, timedOut: false, killedLeftovers: false }
 
+    /** Kill the command's whole process group (one started by a running sandbox: inside it). */
+    const killAll = (child: ChildProcess | WarmChild) =>
+      "killGroup" in child ? child.killGroup() : killGroup(child.pid)
     const child = yield* Effect.acquireRelease(
-      Effect.try({
+      Effect.try<ChildProcess | WarmChild, SpawnFailed>({
         try: () => {
           const launch = options.launch
+          if (launch?.run) return launch.run()
           if (!launch) {
             return spawn(options.shell ?? "sh", ["-c", options.command], {
               cwd: options.cwd,
@@ -148,8 +155,8 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
         Effect.async<void>((resume) => {
           // interrupted (or done): make sure nothing of the group outlives the call
           if (state.closed && state.exited) return resume(Effect.void)
-          killGroup(child.pid)
-          if (state.exited || child.pid === undefined) return resume(Effect.void)
+          killAll(child)
+          if (state.exited || ("pid" in child && child.pid === undefined)) return resume(Effect.void)
           const t = setTimeout(() => resume(Effect.void), 2000)
           child.once("exit", () => {
             clearTimeout(t)
@@ -183,7 +190,7 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
       let settled = false
       const timer = setTimeout(() => {
         state.timedOut = true
-        killGroup(child.pid)
+        killAll(child)
       }, options.timeoutMs)
       child.once("error", (e) => {
         clearTimeout(timer)
@@ -201,7 +208,7 @@ export const runShell = (options: ShellOptions): Effect.Effect<ShellOutcome, Spa
         grace = setTimeout(() => {
           if (state.closed) return
           state.killedLeftovers = !state.timedOut
-          killGroup(child.pid)
+          killAll(child)
           // a process that left the group may still hold the pipes: stop reading them
           setTimeout(() => {
             child.stdout?.destroy()

@@ -591,7 +591,10 @@ export class App {
       availability,
       network: settings?.network?.allow ?? [],
       writable: settings?.writable ?? [],
-      processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES
+      processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES,
+      launch: availability.backend === "bubblewrap" && settings?.reuse !== false ? "long-lived" : "per-command",
+      launchReason:
+        availability.backend === "bubblewrap" && settings?.reuse === false ? "the setting reuse is false" : undefined
     }
   }
 

@@ -87,9 +87,10 @@ export const explain = (output: string, ctx: Context): ReadonlyArray<string> => 
   }
   for (const host of ctx.refusedHosts) add(`network connection to ${host} (not in the sandbox's allowed hosts)`)
   const lines = output.length > 256 * 1024 ? output.slice(-256 * 1024).split("\n") : output.split("\n")
-  // bubblewrap itself failed before the command started (it says so on the first line)
-  const first = /^bwrap: ([^\n]{1,400})/.exec(output)
-  if (first) add(`the sandbox could not start the command (bwrap: ${first[1]})`)
+  // bubblewrap (or the long-lived sandbox's supervisor) failed before the command started (it says so
+  // on the first line)
+  const first = /^(bwrap|muse-sandbox): ([^\n]{1,400})/.exec(output)
+  if (first) add(`the sandbox could not start the command (${first[1]}: ${first[2]})`)
   let network = false
   let forks = false
   for (const line of lines) {

@@ -195,21 +195,33 @@ export const serveChannel = (channel: Duplex, options: ProxyOptions): void => {
  * 127.0.0.1 inside the sandbox, runs the command with `HTTP(S)_PROXY` pointing there, carries each
  * connection over the inherited descriptor, and exits as the command does.
  */
+/**
+ * The inside end of the channel (node, no imports of its own): `forward(fd, ready)` listens on
+ * 127.0.0.1, carries each connection over descriptor `fd`, and calls `ready(url, close)` with the
+ * proxy URL once it listens. Shared by `FORWARDER` and the long-lived sandbox's supervisor.
+ */
+export const FORWARD = String.raw`const forward = (fd, ready) => {
+  const net = require("net")
+  const ch = new net.Socket({ fd, readable: true, writable: true })
+  const conns = new Map(); let next = 1, buf = Buffer.alloc(0)
+  const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); ch.write(d ? Buffer.concat([h, d]) : h) }
+  ch.on("data", (c) => { buf = Buffer.concat([buf, c]); while (buf.length >= 9) { const n = buf.readUInt32BE(5); if (buf.length < 9 + n) break; const t = buf[0], id = buf.readUInt32BE(1), d = buf.subarray(9, 9 + n); buf = buf.subarray(9 + n); const s = conns.get(id); if (!s) continue; if (t === 2) s.write(Buffer.from(d)); else if (t === 3) { s.end(); conns.delete(id) } } })
+  ch.on("error", () => {})
+  const server = net.createServer((s) => { const id = next++; conns.set(id, s); send(1, id); s.on("data", (d) => send(2, id, d)); s.on("end", () => { if (conns.delete(id)) send(3, id) }); s.on("close", () => { if (conns.delete(id)) send(3, id) }); s.on("error", () => {}) })
+  server.listen(0, "127.0.0.1", () => ready("http://127.0.0.1:" + server.address().port, () => { try { ch.destroy() } catch {} }))
+}
+const proxyEnvFor = (url) => ({ HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, npm_config_proxy: url, npm_config_https_proxy: url })
+`
+
 export const FORWARDER = String.raw`"use strict"
-const net = require("net"), { spawn } = require("child_process")
-const fd = Number(process.argv[1]), argv = process.argv.slice(2)
-const ch = new net.Socket({ fd, readable: true, writable: true })
-const conns = new Map(); let next = 1, buf = Buffer.alloc(0)
-const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); ch.write(d ? Buffer.concat([h, d]) : h) }
-ch.on("data", (c) => { buf = Buffer.concat([buf, c]); while (buf.length >= 9) { const n = buf.readUInt32BE(5); if (buf.length < 9 + n) break; const t = buf[0], id = buf.readUInt32BE(1), d = buf.subarray(9, 9 + n); buf = buf.subarray(9 + n); const s = conns.get(id); if (!s) continue; if (t === 2) s.write(Buffer.from(d)); else if (t === 3) { s.end(); conns.delete(id) } } })
-ch.on("error", () => {})
-const server = net.createServer((s) => { const id = next++; conns.set(id, s); send(1, id); s.on("data", (d) => send(2, id, d)); s.on("end", () => { if (conns.delete(id)) send(3, id) }); s.on("close", () => { if (conns.delete(id)) send(3, id) }); s.on("error", () => {}) })
-server.listen(0, "127.0.0.1", () => {
-  const url = "http://127.0.0.1:" + server.address().port
-  const env = Object.assign({}, process.env, { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, npm_config_proxy: url, npm_config_https_proxy: url })
+${FORWARD}
+const { spawn } = require("child_process")
+const argv = process.argv.slice(2)
+forward(Number(process.argv[1]), (url, close) => {
+  const env = Object.assign({}, process.env, proxyEnvFor(url))
   delete env.NO_PROXY; delete env.no_proxy
   const child = spawn(argv[0], argv.slice(1), { stdio: "inherit", env })
-  const quit = (code) => { try { ch.destroy() } catch {} process.exit(code) }
+  const quit = (code) => { close(); process.exit(code) }
   child.on("error", (e) => { process.stderr.write(argv[0] + ": " + e.message + "\n"); quit(127) })
   child.on("exit", (code, sig) => quit(code === null ? 128 + (require("os").constants.signals[sig] || 9) : code))
 })

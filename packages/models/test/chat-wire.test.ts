@@ -1,0 +1,87 @@
+import { Prompt } from "@effect/ai"
+import { describe, expect, it } from "vitest"
+import { messagesJson, requestJson, toMessages } from "../src/internal/chatCompletions.js"
+
+// The request body is assembled from each message's wire JSON, kept between requests: it must be
+// byte for byte what JSON.stringify of the whole request gives.
+
+const history = Prompt.make([
+  { role: "system", content: "You are a test." },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "Read README.md" },
+      { type: "text", text: "please" }
+    ]
+  },
+  {
+    role: "user",
+    content: [
+      { type: "text", text: "look" },
+      { type: "file", mediaType: "image/png", data: "iVBORw0KGgo=" },
+      { type: "file", mediaType: "application/pdf", fileName: "a.pdf", data: "JVBERi0=" }
+    ]
+  },
+  { role: "assistant", content: [{ type: "text", text: 'Sure — \u2028 "quoted" \\ and \u0000' }] },
+  {
+    role: "assistant",
+    content: [
+      { type: "text", text: "" },
+      { type: "tool-call", id: "call_1", name: "read_file", params: { path: "README.md" }, providerExecuted: false },
+      { type: "tool-call", id: "call_2", name: "grep", params: { pattern: "x" }, providerExecuted: false }
+    ]
+  },
+  {
+    role: "tool",
+    content: [
+      {
+        type: "tool-result",
+        id: "call_1",
+        name: "read_file",
+        result: { content: "# Hi\n" },
+        isFailure: false,
+        providerExecuted: false
+      },
+      { type: "tool-result", id: "call_2", name: "grep", result: "no match", isFailure: true, providerExecuted: false }
+    ]
+  },
+  { role: "tool", content: [] }
+])
+
+describe("Chat Completions wire JSON", () => {
+  it("messagesJson is JSON.stringify(toMessages(prompt)), the first time and from the cache", () => {
+    const expected = JSON.stringify(toMessages(history))
+    expect(messagesJson(history)).toBe(expected)
+    expect(messagesJson(history)).toBe(expected)
+    // the same message objects in a longer prompt: the cached ones and a new one
+    const longer = Prompt.fromMessages([
+      ...history.content,
+      Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "next" })] })
+    ])
+    expect(messagesJson(longer)).toBe(JSON.stringify(toMessages(longer)))
+    expect(messagesJson(Prompt.empty)).toBe("[]")
+  })
+
+  it("requestJson gives the bytes of JSON.stringify({ ...head, messages, ...tail })", () => {
+    const messages = messagesJson(history)
+    const parsed = JSON.parse(messages)
+    const cases: Array<[Record<string, unknown>, Record<string, unknown>]> = [
+      [
+        { model: "m", temperature: 0 },
+        { tools: [{ type: "function" }], tool_choice: "auto", stream: true }
+      ],
+      [{ model: "m" }, {}],
+      [{}, { stream: true }],
+      [{}, {}],
+      // a config field that is also a later field keeps its first place in JSON.stringify
+      [
+        { model: "m", stream: false, stream_options: { include_usage: false } },
+        { stream: true, stream_options: { include_usage: true } }
+      ],
+      [{ model: "m", messages: "overridden" }, { tool_choice: "none" }]
+    ]
+    for (const [head, tail] of cases) {
+      expect(requestJson(head, messages, tail)).toBe(JSON.stringify({ ...head, messages: parsed, ...tail }))
+    }
+  })
+})

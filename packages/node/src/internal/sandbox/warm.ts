@@ -1,0 +1,285 @@
+/**
+ * A long-lived sandbox: one `bwrap` started once, running a small supervisor (`SUPERVISOR`, run by
+ * node inside it) that starts each command in the namespaces, mounts, seccomp filter and process
+ * limit already built, so a command costs a fork and an exec instead of a new sandbox.
+ *
+ * The host writes requests to the supervisor's stdin, one JSON object a line:
+ * `{"t":"run","id":1,"argv":[…],"cwd":"…","env":{…}}`, `{"t":"kill","id":1}` (SIGKILL to the
+ * command's process group), `{"t":"drop","id":1}` (stop reading its output). The supervisor answers
+ * on its stdout in frames of `[type u8][id u32][length u32][bytes]`: 1 stdout, 2 stderr, 3 exit
+ * (`{"code","signal"}`; a program that cannot run says why on stderr, `muse-sandbox: cannot run
+ * <program>: ENOENT`, and exits 127), 4 closed (both outputs ended), 5 ready. Each command runs in
+ * a process group of its own with stdin from /dev/null. With a proxy descriptor (see `proxy.ts`) the
+ * supervisor also runs the network forwarder once and points every command's `HTTP(S)_PROXY` at it.
+ *
+ * @example
+ * ```ts
+ * const warm = yield* Warm.start({ file: "bwrap", args: [...bwrapArgs(plan), "--", node, "-e", SUPERVISOR] })
+ * const child = warm.run({ argv: ["sh", "-c", "git status"], cwd: root, env })
+ * child.on("exit", (code, signal) => …)
+ * ```
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { EventEmitter } from "node:events"
+import { PassThrough } from "node:stream"
+import { FORWARD } from "./proxy.js"
+
+/** The program the sandbox runs with node (`node -e SUPERVISOR [proxy fd]`). */
+export const SUPERVISOR = String.raw`"use strict"
+${FORWARD}
+const net = require("net"), { spawn } = require("child_process")
+const out = new net.Socket({ fd: 1, readable: false, writable: true })
+const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); out.write(d ? Buffer.concat([h, d]) : h) }
+const json = (o) => Buffer.from(JSON.stringify(o))
+const kids = new Map()
+let proxyEnv = {}
+const start = (m) => {
+  let child
+  const env = Object.assign({}, m.env, proxyEnv)
+  if (proxyEnv.HTTP_PROXY) { delete env.NO_PROXY; delete env.no_proxy }
+  const cannot = (e) => { send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) }
+  try { child = spawn(m.argv[0], m.argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
+  catch (e) { cannot(e); send(4, m.id); return }
+  const k = { child, done: false, exited: false }
+  kids.set(m.id, k)
+  let open = 2
+  const ended = () => { if (--open === 0 && !k.done) { k.done = true; if (k.exited) kids.delete(m.id); send(4, m.id) } }
+  for (const [s, t] of [[child.stdout, 1], [child.stderr, 2]]) {
+    s.on("data", (d) => { if (!k.done) send(t, m.id, d) }); s.on("end", ended); s.on("error", () => {})
+  }
+  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e) })
+  child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })) })
+}
+const handle = (m) => {
+  const k = kids.get(m.id)
+  if (m.t === "run") start(m)
+  else if (m.t === "kill") { if (k && k.child.pid) try { process.kill(-k.child.pid, "SIGKILL") } catch {} }
+  else if (m.t === "drop" && k) { k.done = true; if (k.exited) kids.delete(m.id); k.child.stdout.destroy(); k.child.stderr.destroy() }
+}
+let buf = ""
+process.stdin.setEncoding("utf8")
+process.stdin.on("data", (c) => { buf += c; let i; while ((i = buf.indexOf("\n")) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); try { handle(JSON.parse(line)) } catch (e) { process.stderr.write("supervisor: " + e.message + "\n") } } })
+process.stdin.on("end", () => process.exit(0))
+// with a proxy channel, every command's HTTP(S)_PROXY names the forwarder, started once here
+if (process.argv[1] === undefined) send(5, 0)
+else forward(Number(process.argv[1]), (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
+`
+
+/** A command run by the supervisor: the parts of a `ChildProcess` that running a command needs. */
+export interface WarmChild extends EventEmitter {
+  readonly stdout: PassThrough
+  readonly stderr: PassThrough
+  /** SIGKILL to the command's process group (inside the sandbox). */
+  readonly killGroup: () => void
+}
+
+export interface StartOptions {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly env: NodeJS.ProcessEnv
+  /** Descriptors from fd 3 on, as for `spawn`. */
+  readonly stdio: ReadonlyArray<number | "pipe">
+  /** Right after the spawn (the proxy channel, the cgroup). */
+  readonly started: (child: ChildProcess) => void
+  /** Once the supervisor has ended (its cgroup can go). */
+  readonly ended?: (() => void) | undefined
+  /** How long to wait for the supervisor to say it is ready. */
+  readonly timeoutMs?: number | undefined
+}
+
+export interface Warm {
+  /** Run a command; output and exit come as from a child process. */
+  readonly run: (request: {
+    readonly argv: ReadonlyArray<string>
+    readonly cwd: string
+    readonly env: NodeJS.ProcessEnv
+  }) => WarmChild
+  /** Commands running now. */
+  readonly running: () => number
+  /** The supervisor still runs. */
+  readonly alive: () => boolean
+  /** End the supervisor and with it the sandbox and every command in it. */
+  readonly stop: () => void
+  /** End it once the commands running now have ended (at once when none runs). */
+  readonly retire: () => void
+}
+
+interface Entry {
+  readonly child: WarmChild
+  exited: boolean
+  closed: boolean
+}
+
+/**
+ * Start a supervisor; resolves once it is ready, or fails with what it said (a machine where the
+ * long-lived sandbox cannot start falls back to a sandbox per command).
+ */
+export const start = (options: StartOptions): Promise<Warm> =>
+  new Promise((resolve, reject) => {
+    let proc: ChildProcess
+    try {
+      proc = spawn(options.file, [...options.args], {
+        env: options.env,
+        cwd: "/",
+        // its own process group: Ctrl-C in the terminal is muse's to handle, not the sandbox's
+        detached: true,
+        stdio: ["pipe", "pipe", "pipe", ...options.stdio]
+      })
+    } catch (e) {
+      reject(e instanceof Error ? e : new Error(String(e)))
+      return
+    }
+    for (const stream of proc.stdio) (stream as NodeJS.EventEmitter | null)?.on("error", () => {})
+    proc.on("error", () => {})
+    if (proc.pid !== undefined) options.started(proc)
+    const entries = new Map<number, Entry>()
+    let retiring = false
+    const forget = (id: number) => {
+      entries.delete(id)
+      if (retiring && entries.size === 0) warm.stop()
+    }
+    let next = 1
+    let ready = false
+    let dead: string | undefined
+    let said = ""
+    proc.stderr!.on("data", (d: Buffer) => {
+      said = (said + d.toString("utf8")).slice(-2000)
+    })
+    const timer = setTimeout(() => {
+      if (ready) return
+      fail(`it did not start within ${options.timeoutMs ?? 10_000} ms`)
+      try {
+        if (proc.pid !== undefined) process.kill(-proc.pid, "SIGKILL")
+      } catch {}
+    }, options.timeoutMs ?? 10_000)
+    const fail = (why: string) => {
+      if (dead) return
+      dead = why
+      clearTimeout(timer)
+      if (!ready) {
+        reject(new Error(`the sandbox could not start: ${why}`))
+        return
+      }
+      for (const [id, e] of entries) {
+        entries.delete(id)
+        if (!e.closed)
+          e.child.stderr.write(
+            `\n[the sandbox this command ran in ended (${why}) and took the command with it; the next command starts a new sandbox]\n`
+          )
+        if (!e.exited) e.child.emit("exit", null, "SIGKILL")
+        if (!e.closed) {
+          e.child.stdout.end()
+          e.child.stderr.end()
+        }
+      }
+    }
+    proc.on("exit", (code, signal) => {
+      options.ended?.()
+      const last = said.trim().split("\n").pop()
+      fail(`${signal ? `killed by ${signal}` : `exit ${code}`}${last ? `: ${last}` : ""}`)
+    })
+    let buf: Buffer = Buffer.alloc(0)
+    proc.stdout!.on("data", (chunk: Buffer) => {
+      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk])
+      while (buf.length >= 9) {
+        const n = buf.readUInt32BE(5)
+        if (buf.length < 9 + n) break
+        const type = buf[0]!
+        const id = buf.readUInt32BE(1)
+        const data = buf.subarray(9, 9 + n)
+        buf = buf.subarray(9 + n)
+        if (type === 5) {
+          ready = true
+          clearTimeout(timer)
+          unref()
+          resolve(warm)
+          continue
+        }
+        const e = entries.get(id)
+        if (!e) continue
+        if (type === 1) e.child.stdout.write(Buffer.from(data))
+        else if (type === 2) e.child.stderr.write(Buffer.from(data))
+        else if (type === 3) {
+          const r = JSON.parse(data.toString("utf8")) as {
+            code?: number | null
+            signal?: string | null
+            error?: string
+          }
+          e.exited = true
+          if (e.closed) forget(id)
+          if (r.error !== undefined) e.child.emit("error", new Error(r.error))
+          else e.child.emit("exit", r.code ?? null, r.signal ?? null)
+        } else if (type === 4) {
+          e.closed = true
+          if (e.exited) forget(id)
+          e.child.stdout.end()
+          e.child.stderr.end()
+        }
+      }
+    })
+    /** An idle supervisor does not keep muse running; a running command keeps it by its own timers. */
+    const unref = () => {
+      proc.unref()
+      for (const s of [proc.stdin, proc.stdout, proc.stderr])
+        (s as unknown as { _handle?: { unref?: () => void } } | null)?._handle?.unref?.()
+    }
+    const send = (m: object) => {
+      if (dead) return
+      proc.stdin!.write(`${JSON.stringify(m)}\n`)
+    }
+    const warm: Warm = {
+      run: (request) => {
+        const id = next++
+        const child = Object.assign(new EventEmitter(), {
+          stdout: new PassThrough(),
+          stderr: new PassThrough(),
+          killGroup: () => send({ t: "kill", id })
+        }) as WarmChild
+        // the output as a child process gives it: "close" once it exited and both outputs closed
+        let open = 2
+        let exited = false
+        const closed = () => {
+          if (--open === 0) {
+            const e = entries.get(id)
+            if (e && !e.closed) {
+              e.closed = true
+              send({ t: "drop", id })
+              if (e.exited) forget(id)
+            }
+            if (exited) child.emit("close")
+            else child.once("exit", () => child.emit("close"))
+          }
+        }
+        child.stdout.on("close", closed)
+        child.stderr.on("close", closed)
+        child.once("exit", () => {
+          exited = true
+        })
+        child.once("error", () => {
+          exited = true
+        })
+        if (dead) {
+          setImmediate(() => {
+            child.emit("error", new Error(`the sandbox ended (${dead}); run the command again`))
+            child.stdout.end()
+            child.stderr.end()
+          })
+          return child
+        }
+        entries.set(id, { child, exited: false, closed: false })
+        send({ t: "run", id, argv: request.argv, cwd: request.cwd, env: request.env })
+        return child
+      },
+      running: () => entries.size,
+      retire: () => {
+        retiring = true
+        if (entries.size === 0) warm.stop()
+      },
+      alive: () => dead === undefined,
+      stop: () => {
+        try {
+          if (proc.pid !== undefined) process.kill(-proc.pid, "SIGKILL")
+        } catch {}
+      }
+    }
+  })
