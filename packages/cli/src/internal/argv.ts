@@ -82,7 +82,11 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     positionals: "any"
   },
   attach: { flags: [flag("json", false), flag("log", true), HELP], positionals: "one" },
-  resume: { flags: [...SESSION_FLAGS, flag("output-format", true), HELP], positionals: "one" },
+  resume: {
+    // --notice: a runner taking a session over tells its agent what did not move with it
+    flags: [...SESSION_FLAGS, flag("output-format", true), flag("notice", true, { hidden: true }), HELP],
+    positionals: "one"
+  },
   replay: {
     flags: [flag("verify", false), flag("example", false), flag("cwd", true), flag("log", true), HELP],
     positionals: "one"

@@ -21,7 +21,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Event, EventLog } from "@musekit/core"
 import { EventLogFile } from "@musekit/node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Logger, LogLevel } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 import * as History from "./history.js"
 import type * as LogStore from "./logStore.js"
@@ -94,23 +94,41 @@ export const submit = (options: SubmitOptions): Effect.Effect<string, CliError> 
   })
 
 /** What a new workspace cannot have that the session's earlier runs had. */
-const shellNote = (events: ReadonlyArray<Event.Envelope>): string | undefined => {
+export const takeoverNote = (
+  events: ReadonlyArray<Event.Envelope>,
+  missing: ReadonlyArray<string> = []
+): string | undefined => {
   const commands = events.filter((e) => e.type === "tool.started" && (e.data as { tool?: string }).tool === "run_shell")
-  if (commands.length === 0) return undefined
-  return (
+  if (commands.length === 0 && missing.length === 0) return undefined
+  const parts = [
     "This session moved to another machine: its workspace is a fresh clone at the session's base commit with every " +
-    "file change the session's tools made put back. What shell commands wrote outside those changes (build " +
-    `outputs, installed packages, files they created) is not there: ${commands.length} shell command(s) ran before. ` +
-    "Run again what you need."
-  )
+      "file change the session's tools made put back."
+  ]
+  if (commands.length > 0) {
+    parts.push(
+      "What shell commands wrote outside those changes (build outputs, installed packages, files they created) is " +
+        `not there: ${commands.length} shell command(s) ran before. Run again what you need.`
+    )
+  }
+  if (missing.length > 0) {
+    parts.push(
+      `The log does not hold what the session's changes left in ${missing.join(", ")}: ` +
+        `${missing.length === 1 ? "it is" : "they are"} as the base commit has ${missing.length === 1 ? "it" : "them"}.`
+    )
+  }
+  return parts.join(" ")
 }
 
-/** Put back every file the log records a change of, as the last change left it (from the blob store). */
+/**
+ * Put back every file the log records a change of, as the last change left it (from the blob
+ * store). Returns the files put back and those whose content the store does not hold (a log
+ * written before the content after each change was kept): those stay as the base commit has them.
+ */
 export const restoreFiles = (
   events: ReadonlyArray<Event.Envelope>,
   store: EventLog.StoreService,
   root: string
-): Effect.Effect<number, CliError> =>
+): Effect.Effect<{ readonly restored: number; readonly missing: ReadonlyArray<string> }, CliError> =>
   Effect.gen(function* () {
     const last = new Map<string, string | null>()
     for (const e of events) {
@@ -118,22 +136,35 @@ export const restoreFiles = (
       const d = e.data as { path?: string; after?: string | null }
       if (typeof d.path === "string") last.set(d.path, d.after ?? null)
     }
+    const missing: Array<string> = []
+    let restored = 0
     for (const [p, hash] of last) {
       const file = path.resolve(root, p)
-      if (path.relative(root, file).startsWith("..")) continue
+      const rel = path.relative(root, file)
+      if (rel === "" || rel.startsWith("..") || path.isAbsolute(rel)) continue
       if (hash === null) {
         fs.rmSync(file, { force: true })
+        restored++
         continue
       }
-      const bytes = yield* store
-        .getBlob(hash)
-        .pipe(
-          Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `cannot put back ${p}: ${e.message}` }))
-        )
+      const bytes = yield* store.getBlob(hash).pipe(
+        Effect.map((b): Uint8Array | undefined => b),
+        // not there, or sealed with another machine's blob key: the file stays as the base commit has it
+        Effect.catchTags({
+          BlobNotFound: () => Effect.succeed(undefined),
+          BlobCorrupted: () => Effect.succeed(undefined)
+        }),
+        Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `cannot put back ${p}: ${e.message}` }))
+      )
+      if (bytes === undefined) {
+        missing.push(p)
+        continue
+      }
       fs.mkdirSync(path.dirname(file), { recursive: true })
       fs.writeFileSync(file, bytes)
+      restored++
     }
-    return last.size
+    return { restored, missing }
   })
 
 export interface RunnerOptions {
@@ -168,10 +199,19 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             return { status: "failed", exitCode: ExitCode.Failed }
           }
           const started = events.length > 0
-          if (started) yield* restoreFiles(events, store, dir)
-          const note = started ? shellNote(events) : undefined
+          const { missing } = started ? yield* restoreFiles(events, store, dir) : { missing: [] }
+          const note = started ? takeoverNote(events, missing) : undefined
           const args = started
-            ? ["resume", job.session, "--cwd", dir, "--output-format", "stream-json", ...job.args]
+            ? [
+                "resume",
+                job.session,
+                "--cwd",
+                dir,
+                "--output-format",
+                "stream-json",
+                ...(note ? ["--notice", note] : []),
+                ...job.args
+              ]
             : ["run", job.task, "--session-id", job.session, "--output-format", "stream-json", ...job.args]
           options.say(`session ${job.session}: ${started ? "taking over" : "starting"} in ${dir}`)
           if (note) options.say(`session ${job.session}: ${note}`)
@@ -233,7 +273,10 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
         timings: SessionCluster.timingsFromEnv(options.env),
         run: (job) => runOne(job)
       })
-    ).pipe(Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `the runner stopped: ${String(e)}` })))
+    ).pipe(
+      options.env.MUSE_CLUSTER_DEBUG ? Logger.withMinimumLogLevel(LogLevel.Debug) : (x) => x,
+      Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `the runner stopped: ${String(e)}` }))
+    )
   })
 
 /** Print a session's events as they are stored, until its task ends. */

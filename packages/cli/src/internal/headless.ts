@@ -354,6 +354,8 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
 
 export interface ResumeOptions {
   readonly session: string | undefined
+  /** Told to the main agent before its next model call, and recorded (a runner's takeover note). */
+  readonly notice?: string | undefined
   readonly flags: Session.Flags
   readonly format: OutputFormat
   readonly env: Session.Env
@@ -399,11 +401,21 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
     const stop = yield* Stop.make
+    let notice = options.notice?.trim() ? Option.some(options.notice.trim()) : Option.none<string>()
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
       prompter: headlessPrompter(prepared.config.approvalMode, em.note),
       stop,
+      ...(Option.isSome(notice)
+        ? {
+            notices: Effect.sync(() => {
+              const next = notice
+              notice = Option.none()
+              return next
+            })
+          }
+        : {}),
       onResume: (info) =>
         Effect.sync(() => {
           fromSeq = info.nextSeq

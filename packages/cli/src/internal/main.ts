@@ -284,7 +284,12 @@ export const main = async (pio: ProcessIo): Promise<number> => {
 
   const resume = Command.make(
     "resume",
-    { ...shared, outputFormat, session: Args.text({ name: "session" }).pipe(Args.optional) },
+    {
+      ...shared,
+      outputFormat,
+      notice: Options.text("notice").pipe(Options.optional),
+      session: Args.text({ name: "session" }).pipe(Args.optional)
+    },
     (v) =>
       Effect.gen(function* () {
         const flags = toFlags(v, script)
@@ -293,6 +298,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         if (isTty && v.outputFormat === "text") return yield* interactive(flags, id, true)
         exitCode = yield* Headless.resume({
           session: id,
+          notice: Option.getOrUndefined(v.notice),
           flags,
           format: v.outputFormat,
           env,
