@@ -4,7 +4,11 @@
  * persisted `Run` message to it, which the cluster delivers to the runner that owns the entity's
  * shard. When that runner dies, its shards move to live runners and the message is delivered
  * again there: the handler goes on from the session's log (a resume), so what ran before is not
- * run twice. Each runner keeps a row per session in `muse_cluster_sessions` (runner, state), which
+ * run twice. The message counts as done only once the handler returns (its reply is stored); a
+ * handler interrupted because its runner gives the shard up, or cut off by the runner's death,
+ * leaves it unanswered, and the next owner of the shard reads it again. A handler that dies is
+ * retried by the cluster with a backoff, so `run` must die only on what may pass (the database
+ * unreachable) and return an outcome for the rest. Each runner keeps a row per session in `muse_cluster_sessions` (runner, state), which
  * `sessions` lists.
  *
  * @example
