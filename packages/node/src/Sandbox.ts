@@ -10,11 +10,12 @@
  *
  * Linux uses bubblewrap (`bwrap`): a mount namespace built from read-only and writable binds,
  * fresh network, PID and IPC namespaces, every capability dropped, a seccomp filter, and a process
- * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root). It is
- * built once per plan (workspace, mode, hidden paths): a long-lived `bwrap` runs a small supervisor
- * that starts each command inside it (`internal/sandbox/warm.ts`), so the commands of a workspace
- * share its private `/tmp` and process limit; `reuse: false`, or a supervisor that cannot start,
- * gives each command a `bwrap` of its own. macOS
+ * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root), built
+ * for every command. With `reuse: true` it is built once per plan (workspace, mode, hidden paths)
+ * instead: a long-lived `bwrap` runs a small supervisor that starts each command inside it
+ * (`internal/sandbox/warm.ts`), so the commands of a workspace share its private `/tmp`, its
+ * process limit and its PID namespace (faster, weaker: see `Settings.reuse`); a supervisor that
+ * cannot start gives each command a `bwrap` of its own. macOS
  * uses `sandbox-exec` with a generated profile. Where neither can run (no `bwrap`, a container
  * without user namespaces), `status` says why and commands run without a sandbox, guarded by
  * approvals only: the CLI says so at start and in `/status`.
@@ -67,7 +68,9 @@ export const Settings = Schema.Struct({
   processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
   /**
    * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command
-   * (default true); `false` starts a new sandbox for every command (slower, nothing shared).
+   * (default false: a new sandbox for every command). Faster, but weaker: a background process a
+   * command leaves can outlive it, and the commands of a workspace can reach one another and the
+   * supervisor (see docs/security.md).
    */
   reuse: Schema.optional(Schema.Boolean)
 })
@@ -428,8 +431,8 @@ export interface Status {
   readonly processes: number
   /**
    * How commands get their sandbox: `long-lived` (Linux: one per workspace, started at its first
-   * command), or `per-command` (macOS; `reuse: false`; or when the long-lived one could not start,
-   * with `launchReason`).
+   * command; `reuse: true`), or `per-command` (the default; macOS; or when the long-lived one could
+   * not start, with `launchReason`).
    */
   readonly launch: "long-lived" | "per-command"
   readonly launchReason?: string | undefined
@@ -631,7 +634,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
     let cgroups = 0
 
     // the long-lived sandboxes: one per plan (writable root, mode, hidden paths…), started lazily
-    const reuse = settings.reuse !== false && availability.backend === "bubblewrap"
+    const reuse = settings.reuse === true && availability.backend === "bubblewrap"
     let reuseFailed: string | undefined
     const warms = new Map<string, { warm: Promise<Warm.Warm>; used: number }>()
     /** Where refusals of the shared proxy go: the commands running now. */
@@ -977,11 +980,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         writable: extraWritable,
         processes,
         launch: reuse && !reuseFailed ? ("long-lived" as const) : ("per-command" as const),
-        launchReason: reuse
-          ? reuseFailed
-          : availability.backend === "bubblewrap"
-            ? "the setting reuse is false"
-            : undefined
+        // said only when the long-lived sandbox was asked for and could not start
+        launchReason: reuse ? reuseFailed : undefined
       })),
       prepare,
       explain: (launch, output) => Blocked.explain(output, launch.context)
@@ -1015,5 +1015,5 @@ export const describe = (status: Status): string => {
       : `at most ${status.processes} processes`
   return `sandbox ${status.mode} (${a.backend}): ${what}, ${net}, secrets hidden, ${limit}${
     a.unixSocketsBlocked ? ", no unix sockets" : ""
-  }${status.launchReason ? `; a new sandbox for each command (${status.launchReason})` : ""}`
+  }${status.launchReason ? `; a new sandbox for each command (${status.launchReason})` : status.launch === "long-lived" ? "; one long-lived sandbox per workspace" : ""}`
 }

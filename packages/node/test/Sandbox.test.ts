@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Tools } from "@musekit/core"
 import { Effect, Fiber, type Scope } from "effect"
 import { CodingTools, Sandbox, WorkspaceNode } from "../src/index.js"
@@ -73,10 +73,13 @@ const runner = (
     return (params) => Effect.orDie(Effect.flatMap(Tools.decodeParams(def, params), (p) => def.handler(p, ctx)))
   })
 
+/** Which launch the escape corpus runs through (it runs through both). */
+let corpusReuse = false
+
 const sandboxed = (
   home: string,
   settings: Sandbox.Settings = { mode: "workspace-write" }
-): Effect.Effect<Sandbox.Service, never, Scope.Scope> => Sandbox.make(settings, { home })
+): Effect.Effect<Sandbox.Service, never, Scope.Scope> => Sandbox.make({ reuse: corpusReuse, ...settings }, { home })
 
 /** The refusal the model and the user see. */
 const refusal = (r: CodingTools.ShellResult) => {
@@ -92,7 +95,16 @@ const waitUntil = (check: () => boolean, timeoutMs: number) =>
     return check()
   })
 
-describe.skipIf(!available)("Sandbox: the escape corpus through run_shell (workspace-write)", () => {
+describe.skipIf(!available).each([
+  { launch: "a sandbox per command", reuse: false },
+  { launch: "the long-lived sandbox", reuse: true }
+])("Sandbox: the escape corpus through run_shell (workspace-write, $launch)", ({ reuse }) => {
+  beforeAll(() => {
+    corpusReuse = reuse
+  })
+  afterAll(() => {
+    corpusReuse = false
+  })
   it.scoped("runs ordinary work: writes in the workspace and /tmp, reads the machine, git works", () =>
     Effect.gen(function* () {
       const w = world()
@@ -445,8 +457,9 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
   it.scoped("commands share one sandbox: one /tmp, each its own process group, killed on timeout", () =>
     Effect.gen(function* () {
       const w = world()
-      const sandbox = yield* sandboxed(w.home)
+      const sandbox = yield* sandboxed(w.home, { mode: "workspace-write", reuse: true })
       expect((yield* sandbox.status).launch).toBe("long-lived")
+      expect(Sandbox.describe(yield* sandbox.status)).toContain("one long-lived sandbox per workspace")
       const run = yield* runner(sandbox, w.root)
       // the private /tmp lasts from one command to the next of the same workspace
       expect((yield* run({ command: "echo kept > /tmp/kept" })).exit_code).toBe(0)
@@ -481,7 +494,7 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
   it.scoped("a supervisor killed mid-command: that command says so, the next one starts a new sandbox", () =>
     Effect.gen(function* () {
       const w = world()
-      const run = yield* runner(yield* sandboxed(w.home), w.root)
+      const run = yield* runner(yield* sandboxed(w.home, { mode: "workspace-write", reuse: true }), w.root)
       const before = (yield* run({ command: "echo $PPID" })).output
       // the command's parent in the sandbox is the supervisor: SIGKILL it, as a crash would
       // (output the supervisor had not passed on yet is lost with it: let "started" through first)
@@ -514,7 +527,7 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
         { mode: 0o755 }
       )
       const sandbox = yield* Sandbox.make(
-        { mode: "workspace-write" },
+        { mode: "workspace-write", reuse: true },
         { home: w.home, availability: { ...detected, program: fake } }
       )
       const run = yield* runner(sandbox, w.root)
@@ -528,20 +541,24 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
     })
   )
 
-  it.scoped("reuse: false starts a sandbox per command, with the same confinement", () =>
+  it.scoped("by default every command gets a sandbox of its own", () =>
     Effect.gen(function* () {
       const w = world()
-      const sandbox = yield* sandboxed(w.home, { mode: "workspace-write", reuse: false })
+      const sandbox = yield* Sandbox.make({ mode: "workspace-write" }, { home: w.home })
       const status = yield* sandbox.status
-      expect(status).toMatchObject({ launch: "per-command", launchReason: "the setting reuse is false" })
-      expect(Sandbox.describe(status)).toContain("a new sandbox for each command (the setting reuse is false)")
+      expect(status.launch).toBe("per-command")
+      expect(status.launchReason).toBeUndefined()
+      expect(Sandbox.describe(status)).not.toContain("long-lived")
       const run = yield* runner(sandbox, w.root)
       expect(yield* run({ command: "echo ok > ok.txt && cat ok.txt" })).toMatchObject({ exit_code: 0, output: "ok\n" })
       expect(refusal(yield* run({ command: `echo x > ${w.outside}/target.txt` }))).toContain(w.outside)
       expect(fs.readFileSync(path.join(w.outside, "target.txt"), "utf8")).toBe("original\n")
       expect(refusal(yield* run({ command: `cat ${w.home}/.ssh/id_ed25519` }))).toContain(".ssh")
-      // no /tmp kept between commands' sandboxes is promised, but each has one
+      // the workspace's private /tmp; a process a command starts in the background ends with the command
       expect((yield* run({ command: "echo t > /tmp/t && cat /tmp/t" })).output).toBe("t\n")
+      yield* run({ command: "(sleep 1; echo late > late.txt) >/dev/null 2>&1 &" })
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1500)))
+      expect(fs.existsSync(path.join(w.root, "late.txt"))).toBe(false)
     })
   )
 })

@@ -592,9 +592,8 @@ export class App {
       network: settings?.network?.allow ?? [],
       writable: settings?.writable ?? [],
       processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES,
-      launch: availability.backend === "bubblewrap" && settings?.reuse !== false ? "long-lived" : "per-command",
-      launchReason:
-        availability.backend === "bubblewrap" && settings?.reuse === false ? "the setting reuse is false" : undefined
+      launch: availability.backend === "bubblewrap" && settings?.reuse === true ? "long-lived" : "per-command",
+      launchReason: undefined
     }
   }
 

@@ -24,6 +24,26 @@ import { EventEmitter } from "node:events"
 import { PassThrough } from "node:stream"
 import { FORWARD } from "./proxy.js"
 
+/** The largest frame a supervisor sends (its output comes in pipe-sized chunks). */
+const MAX_FRAME = 16 * 1024 * 1024
+
+/** An exit frame's status, or `undefined` when it is not one. */
+const exitOf = (
+  data: Uint8Array
+): { readonly code?: number | null; readonly signal?: string | null; readonly error?: string } | undefined => {
+  try {
+    const r: unknown = JSON.parse(Buffer.from(data).toString("utf8"))
+    if (typeof r !== "object" || r === null) return undefined
+    const { code, signal, error } = r as Record<string, unknown>
+    if (code !== undefined && code !== null && !Number.isInteger(code)) return undefined
+    if (signal !== undefined && signal !== null && typeof signal !== "string") return undefined
+    if (error !== undefined && typeof error !== "string") return undefined
+    return r as { code?: number | null; signal?: string | null; error?: string }
+  } catch {
+    return undefined
+  }
+}
+
 /** The program the sandbox runs with node (`node -e SUPERVISOR [proxy fd]`). */
 export const SUPERVISOR = String.raw`"use strict"
 ${FORWARD}
@@ -173,18 +193,39 @@ export const start = (options: StartOptions): Promise<Warm> =>
         }
       }
     }
+    /** Ends a supervisor whose channel cannot be trusted: its commands end with the reason. */
+    const stop = (why: string) => {
+      fail(why)
+      try {
+        if (proc.pid !== undefined) process.kill(-proc.pid, "SIGKILL")
+      } catch {}
+    }
     proc.on("exit", (code, signal) => {
       options.ended?.()
-      const last = said.trim().split("\n").pop()
-      fail(`${signal ? `killed by ${signal}` : `exit ${code}`}${last ? `: ${last}` : ""}`)
+      // what it said last comes on stderr, which may still be on its way when the exit is seen
+      const sayWhy = () => {
+        const last = said.trim().split("\n").pop()
+        fail(`${signal ? `killed by ${signal}` : `exit ${code}`}${last ? `: ${last}` : ""}`)
+      }
+      if (proc.stderr!.readableEnded) return sayWhy()
+      const cap = setTimeout(sayWhy, 500)
+      proc.stderr!.once("end", () => {
+        clearTimeout(cap)
+        sayWhy()
+      })
     })
     let buf: Buffer = Buffer.alloc(0)
     proc.stdout!.on("data", (chunk: Buffer) => {
       buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk])
-      while (buf.length >= 9) {
+      while (buf.length >= 9 && !dead) {
         const n = buf.readUInt32BE(5)
-        if (buf.length < 9 + n) break
         const type = buf[0]!
+        // a frame no supervisor sends: the channel cannot be trusted any more, so the sandbox ends
+        if (type < 1 || type > 5 || n > MAX_FRAME) {
+          stop(`it sent an unreadable frame (type ${type}, ${n} bytes)`)
+          return
+        }
+        if (buf.length < 9 + n) break
         const id = buf.readUInt32BE(1)
         const data = buf.subarray(9, 9 + n)
         buf = buf.subarray(9 + n)
@@ -200,10 +241,10 @@ export const start = (options: StartOptions): Promise<Warm> =>
         if (type === 1) e.child.stdout.write(Buffer.from(data))
         else if (type === 2) e.child.stderr.write(Buffer.from(data))
         else if (type === 3) {
-          const r = JSON.parse(data.toString("utf8")) as {
-            code?: number | null
-            signal?: string | null
-            error?: string
+          const r = exitOf(data)
+          if (r === undefined) {
+            stop("it sent an unreadable exit status")
+            return
           }
           e.exited = true
           if (e.closed) forget(id)
