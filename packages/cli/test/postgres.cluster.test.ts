@@ -19,9 +19,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { bin, buggyRepo, ensureBuilt, muse, type Sandbox, sandbox, writeScript } from "./support/cli.js"
 
 const { skip } = TestPostgres.decide()
-const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 6)
+const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 20)
 const RUNNERS = 3
-const KILLS = Number(process.env.CLUSTER_KILLS ?? 3)
+/** Milliseconds between two runner kills: random in this range, until every session has ended. */
+const KILL_EVERY: readonly [number, number] = [3000, 12000]
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
@@ -38,7 +39,7 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     await server?.stop()
   })
 
-  it(`${SESSIONS} sessions, ${RUNNERS} runners, ${KILLS} runner SIGKILLs: every session ends, effects once, replay --verify passes`, async () => {
+  it(`${SESSIONS} sessions, ${RUNNERS} runners killed with SIGKILL at random moments until all end: every session ends, effects once, replay --verify passes`, async () => {
     const url = server!.url
     const sb: Sandbox = sandbox({
       MUSE_LOG: url,
@@ -131,13 +132,15 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
       return n
     }
     let kills = 0
-    const deadline = Date.now() + 300_000
+    const killDelay = () => KILL_EVERY[0] + Math.random() * (KILL_EVERY[1] - KILL_EVERY[0])
+    let nextKill = Date.now() + killDelay()
+    const deadline = Date.now() + 480_000
     let done = 0
     while (Date.now() < deadline) {
       done = await finished()
       if (done === SESSIONS) break
-      await sleep(500 + Math.random() * 1500)
-      if (kills < KILLS && Math.random() < 0.7) {
+      await sleep(500 + Math.random() * 1000)
+      if (Date.now() >= nextKill) {
         // a runner with a session running, at a random moment of it
         const busy = muse(["sessions", "--cluster", "--json"], { sb })
           .stdout.trim()
@@ -156,6 +159,7 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
         const i = recorded[Math.floor(Math.random() * recorded.length)]!
         runners[i]!.child.kill("SIGKILL")
         kills++
+        nextKill = Date.now() + killDelay()
         await sleep(300 + Math.random() * 700)
         start(i)
       }
@@ -213,5 +217,5 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
     )
     for (const r of runners) r.child.kill("SIGKILL")
     fs.rmSync(sb.root, { recursive: true, force: true })
-  }, 480_000)
+  }, 660_000)
 })

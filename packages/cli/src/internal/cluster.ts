@@ -239,9 +239,6 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
                 if (o.status === "nothing to resume") nothing = true
               }
             })
-            child.stderr!.setEncoding("utf8").on("data", (d: string) => {
-              if (/is in use/.test(d)) inUse = true
-            })
             let errTail = ""
             child.stderr!.setEncoding("utf8").on("data", (d: string) => {
               if (/is in use/.test(d)) inUse = true
