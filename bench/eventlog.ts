@@ -11,10 +11,16 @@
  *   the same run; skipped with the reason when there are none);
  * - takeover in Postgres: a process holding a session is killed with SIGKILL while another one
  *   waits to open it; the time from the kill until the waiter holds the session (p50/p99);
+ * - takeover on a cluster: three `muse runner` processes (the built CLI) share the server; the
+ *   runner running a session is killed with SIGKILL in the middle of a shell command, and the
+ *   time from the kill until another runner appends the session's next event (the command settled
+ *   as interrupted) is measured
+ *   (p50/p99; shard lock refresh/expiration from `BENCH_CLUSTER_LOCK_REFRESH_MS` /
+ *   `BENCH_CLUSTER_LOCK_EXPIRATION_MS`, 1,000 / 5,000 ms unless set);
  *
  * Run with `pnpm bench eventlog`. Figures also go to `bench/out/eventlog.json`.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -324,6 +330,130 @@ const takeovers = async (url: string, n: number): Promise<Array<number>> => {
   return times
 }
 
+const CLUSTER_TAKEOVERS = Number(process.env.BENCH_CLUSTER_TAKEOVERS ?? 8)
+const CLUSTER_LOCK_REFRESH_MS = Number(process.env.BENCH_CLUSTER_LOCK_REFRESH_MS ?? 1000)
+const CLUSTER_LOCK_EXPIRATION_MS = Number(process.env.BENCH_CLUSTER_LOCK_EXPIRATION_MS ?? 5000)
+const CLI = fileURLToPath(new URL("../packages/cli/dist/bin.js", import.meta.url))
+
+/**
+ * Three runners; `n` times: submit a session that runs a long shell command, kill the runner
+ * running it (SIGKILL) and time until another runner appends the session's next event.
+ * The killed runner is started again at a new address, as a replacement machine would be.
+ */
+const clusterTakeovers = async (url: string, n: number): Promise<Array<number> | string> => {
+  if (!fs.existsSync(CLI)) return "the CLI is not built (npm run setup)"
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-bench-cluster-"))
+  const env: NodeJS.ProcessEnv = {}
+  for (const [k, v] of Object.entries(process.env)) if (!/API_KEY|BASE_URL|TOKEN|^MUSE_/.test(k)) env[k] = v
+  Object.assign(env, {
+    HOME: path.join(root, "home"),
+    MUSE_HOME: path.join(root, "state"),
+    MUSE_SCRIPT_DIR: root,
+    MUSE_LOG: url,
+    MUSE_CLUSTER_LOCK_REFRESH_MS: String(CLUSTER_LOCK_REFRESH_MS),
+    MUSE_CLUSTER_LOCK_EXPIRATION_MS: String(CLUSTER_LOCK_EXPIRATION_MS),
+    MUSE_CLUSTER_POLL_MS: "250",
+    NO_COLOR: "1"
+  })
+  fs.mkdirSync(env.HOME!, { recursive: true })
+  const repo = path.join(root, "repo")
+  fs.mkdirSync(repo)
+  fs.writeFileSync(path.join(repo, "a.txt"), "a\n")
+  const git = (...args: Array<string>) =>
+    execFileSync("git", ["-c", "user.name=Bench", "-c", "user.email=bench@example.invalid", ...args], { cwd: repo })
+  git("init", "-q", "-b", "main")
+  git("add", ".")
+  git("commit", "-q", "-m", "a")
+  const script = path.join(root, "wait.json")
+  fs.writeFileSync(
+    script,
+    JSON.stringify({
+      replies: [
+        {
+          when: "takeover",
+          steps: [
+            { text: "Waiting.", tools: [{ name: "run_shell", params: { command: "sleep 60" } }] },
+            { text: "Done." }
+          ]
+        }
+      ]
+    })
+  )
+  interface Runner {
+    readonly child: ChildProcess
+    readonly port: number
+    readonly exited: Promise<void>
+  }
+  const runners: Array<Runner> = []
+  let nextPort = 36000 + Math.floor(Math.random() * 2000)
+  const start = (i: number) => {
+    const port = nextPort++
+    const child = spawn(
+      process.execPath,
+      [CLI, "runner", "--port", String(port), "--work-dir", path.join(root, `runner-${i}-${port}`)],
+      { env, stdio: ["ignore", "ignore", "ignore"] }
+    )
+    runners[i] = { child, port, exited: new Promise((r) => child.on("exit", () => r())) }
+  }
+  const cli = (args: Array<string>) => {
+    const r = spawnSync(process.execPath, [CLI, ...args], { env, cwd: root, encoding: "utf8" })
+    if (r.status !== 0) throw new Error(`muse ${args.join(" ")}: ${r.stderr}`)
+    return r.stdout
+  }
+  const store = <A>(f: (s: EventLog.StoreService) => Effect.Effect<A, unknown>) =>
+    Effect.runPromise(Effect.scoped(Effect.flatMap(EventLogPg.storeAt(url), f)))
+  const countEvents = (session: string) =>
+    store((s) => s.read(session)).then(
+      (events) => events as ReadonlyArray<{ readonly type: string }>,
+      () => [] as ReadonlyArray<{ readonly type: string }>
+    )
+  const until = async <A>(what: string, f: () => Promise<A | undefined>, ms = 120_000): Promise<A> => {
+    const deadline = Date.now() + ms
+    while (Date.now() < deadline) {
+      const a = await f()
+      if (a !== undefined) return a
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    throw new Error(`cluster takeover: ${what} within ${ms / 1000} s`)
+  }
+  const times: Array<number> = []
+  try {
+    for (let i = 0; i < 3; i++) start(i)
+    for (let k = 0; k < n; k++) {
+      const args = ["submit", "takeover", "--repo", repo, "--approval-mode", "auto", "--sandbox", "off"]
+      const session = cli([...args, "--script", script]).trim()
+      // running, in the middle of its shell command
+      const held = await until("no runner started the session's command", async () => {
+        const events = await countEvents(session)
+        if (!events.some((e) => e.type === "tool.started")) return undefined
+        const row = cli(["sessions", "--cluster", "--json"])
+          .split("\n")
+          .filter((l) => l.startsWith("{"))
+          .map((l) => JSON.parse(l) as { session: string; state: string; runner?: string })
+          .find((r) => r.session === session && r.state === "running" && r.runner)
+        const i = runners.findIndex((r) => row?.runner?.endsWith(`:${r.port}`))
+        return i >= 0 ? i : undefined
+      })
+      const victim = runners[held]!
+      const killedAt = performance.now()
+      victim.child.kill("SIGKILL")
+      await victim.exited
+      // the interrupted command settled by the next runner (its shard locks expire first) is the next event
+      const before = (await countEvents(session)).length
+      await until("no other runner went on with the session", async () =>
+        (await countEvents(session)).length > before ? true : undefined
+      )
+      times.push(performance.now() - killedAt)
+      start(held)
+    }
+  } finally {
+    for (const r of runners) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGKILL")
+    await Promise.all(runners.map((r) => r.exited))
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+  return times
+}
+
 const writeFoldLog = (dir: string, n: number) =>
   Effect.runPromise(
     Effect.scoped(
@@ -391,7 +521,10 @@ export const run = async (): Promise<void> => {
     if (pgServer) across.pg.push(await sessionAppends(EventLogPg.storeAt(pgServer.url), 16, APPEND_SECONDS))
   }
   fs.rmSync(fileDir, { recursive: true, force: true })
-  const takeoverMs = pgServer ? await takeovers(pgServer.url, TAKEOVERS).finally(() => pgServer.stop()) : []
+  const takeoverMs = pgServer ? await takeovers(pgServer.url, TAKEOVERS) : []
+  const cluster = pgServer
+    ? await clusterTakeovers(pgServer.url, CLUSTER_TAKEOVERS).finally(() => pgServer.stop())
+    : (pgSkip ?? "no Postgres")
   const file16 = best(across.file)
   const pg16 = pgServer ? best(across.pg) : undefined
   const raw1 = best(samples.raw1)
@@ -457,6 +590,22 @@ export const run = async (): Promise<void> => {
     )
   }
 
+  printTable(
+    `Takeover on a cluster: the runner running a session is killed (SIGKILL); 3 runners, shard lock refresh ${fmtInt(CLUSTER_LOCK_REFRESH_MS)} ms, expiration ${fmtInt(CLUSTER_LOCK_EXPIRATION_MS)} ms`,
+    ["case", "kills", "p50", "p99", "max"],
+    [
+      typeof cluster === "string"
+        ? ["kill → another runner appends the session's next event", "-", "-", "-", `skipped: ${cluster}`]
+        : [
+            "kill → another runner appends the session's next event",
+            String(cluster.length),
+            fmtMs(percentile(cluster, 0.5)),
+            fmtMs(percentile(cluster, 0.99)),
+            fmtMs(Math.max(...cluster))
+          ]
+    ]
+  )
+
   // Open + fold
   const dir = tempDir()
   try {
@@ -520,6 +669,17 @@ export const run = async (): Promise<void> => {
               maxMs: Math.max(...takeoverMs)
             }
           : null,
+      clusterTakeover:
+        typeof cluster === "string"
+          ? { skipped: cluster }
+          : {
+              kills: cluster.length,
+              lockRefreshMs: CLUSTER_LOCK_REFRESH_MS,
+              lockExpirationMs: CLUSTER_LOCK_EXPIRATION_MS,
+              p50Ms: percentile(cluster, 0.5),
+              p99Ms: percentile(cluster, 0.99),
+              maxMs: Math.max(...cluster)
+            },
       ratios: {
         pg16VsFile16: pg16 ? pg16.perSecond / file16.perSecond : null,
         log1VsRawPerEvent: log1.perSecond / raw1.perSecond,

@@ -15,6 +15,7 @@ const alias: Record<string, string> = {
   "@musekit/core": here("../core/src/index.ts"),
   "@musekit/node": here("../node/src/index.ts"),
   "@musekit/models": here("../models/src/index.ts"),
+  "@musekit/pg/SessionCluster": here("../pg/src/SessionCluster.ts"),
   "@musekit/pg": here("../pg/src/index.ts"),
   "@musekit/plugin-skills": here("../../plugins/skills/src/index.ts"),
   "@musekit/plugin-compaction": here("../../plugins/compaction/src/index.ts"),

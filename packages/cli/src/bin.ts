@@ -64,6 +64,20 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
       )
     }
   })
+  // a session a cluster runner started ends with the runner: its stdin (a pipe from the runner)
+  // closes when the runner dies, and the session stops as a killed one would (another runner
+  // takes it over from the log)
+  if (process.env.MUSE_EXIT_WITH_PARENT === "1") {
+    // and when it is reparented (a read of stdin may be paused by the session)
+    const parent = process.ppid
+    setInterval(() => {
+      if (process.ppid !== parent) process.kill(process.pid, "SIGKILL")
+    }, 200).unref()
+    if (!process.stdin.isTTY) {
+      process.stdin.on("end", () => process.kill(process.pid, "SIGKILL"))
+      process.stdin.resume()
+    }
+  }
   const { main } = await loadMain()
   const code = await main({
     argv: args,

@@ -24,6 +24,7 @@ import { Effect, type Either, Option, Ref } from "effect"
 import * as Approvals from "./Approvals.js"
 import type { InboxMessage } from "./Contract.js"
 import type * as Event from "./Event.js"
+import * as EventLog from "./EventLog.js"
 import * as Model from "./Model.js"
 import * as Plugin from "./Plugin.js"
 import * as Recorder from "./Recorder.js"
@@ -423,6 +424,21 @@ export const make = (
       })
 
     /**
+     * Keep the content a file change left (hash `after`) in the blob store, before the
+     * `file.changed` event that names it is recorded: the log then holds every file state it names,
+     * so a workspace can be rebuilt from the base commit and the log on another machine (a cluster
+     * runner taking the session over). Skipped when the file no longer holds that content. The
+     * next write of the same file finds its "before" already stored, so this mostly moves a blob
+     * write earlier rather than adding one.
+     */
+    const keepContent = (p: string, after: string) =>
+      Effect.gen(function* () {
+        const bytes = yield* Effect.orElseSucceed(workspace.read(p), () => null)
+        if (bytes === null || (yield* EventLog.sha256Hex(bytes)) !== after) return
+        yield* Effect.ignore(rec.putBlob(bytes, { exact: true }))
+      })
+
+    /**
      * A text part too large for the log as a reference to the blob store: its first characters
      * and, in `options.muse`, the blob and its size. The model gets the whole text (`Model` reads it
      * back); the log, the history and checkpoints hold only the reference.
@@ -690,6 +706,7 @@ export const make = (
         if (!raw.isFailure && Array.isArray(changes)) {
           for (const c of changes) {
             if (c && typeof c.path === "string") {
+              if (typeof c.after === "string" && rec.mode !== "replay") yield* keepContent(c.path, c.after)
               yield* record(
                 "file.changed",
                 { callId: call.id, path: c.path, before: c.before ?? null, after: c.after ?? null },

@@ -205,6 +205,9 @@ export interface Io {
 /** Who notices come from in the agent's inbox. */
 export const NOTICE_FROM = "muse"
 
+/** What a notice's text starts with in the conversation: it comes from muse, not from the user. */
+export const NOTICE_PREFIX = "[muse] "
+
 /** The main agent's inbox: the session's notices first, then what the crew reports. */
 const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefined => {
   const notices = io.notices
@@ -213,7 +216,7 @@ const mainInbox = (io: Io, crew: Agent.Inbox | undefined): Agent.Inbox | undefin
   return {
     take: Effect.flatMap(notices, (text) =>
       Option.isSome(text)
-        ? Effect.succeed(Option.some({ id: `notice-${++n}`, from: NOTICE_FROM, text: text.value }))
+        ? Effect.succeed(Option.some({ id: `notice-${++n}`, from: NOTICE_FROM, text: `${NOTICE_PREFIX}${text.value}` }))
         : (crew?.take ?? Effect.succeed(Option.none()))
     ),
     delivered: (message) => (message.from === NOTICE_FROM || !crew?.delivered ? Effect.void : crew.delivered(message))
@@ -781,6 +784,11 @@ export const restorePoint = (
 
 export type ResumeOptions = Omit<StartOptions, "config"> & {
   readonly config?: Config | undefined
+  /**
+   * The folder the session goes on in when it is not the one it recorded (a workspace rebuilt on
+   * another machine): its tools work there; the recorded config, and so a replay, is unchanged.
+   */
+  readonly root?: string | undefined
   /** `false`: ignore the checkpoint and replay the whole log. */
   readonly useCheckpoint?: boolean | undefined
 }
@@ -818,7 +826,13 @@ export const resumeOn = (options: ResumeOptions & { readonly store: EventLog.Sto
             checkpoints,
             ready,
             eventsBefore: eventsBefore(log)
-          }).pipe(Effect.provide(layer(cfg, options.io, options.services, { replaying: false }))),
+          }).pipe(
+            Effect.provide(
+              layer(options.root ? { ...cfg, root: path.resolve(options.root) } : cfg, options.io, options.services, {
+                replaying: false
+              })
+            )
+          ),
           { onEvent: options.io.onEvent, redactor: EventLogFile.envRedactor(), events: point.events }
         )
       })

@@ -117,6 +117,10 @@ describe("end to end on a real repository", () => {
       expect(changed.before).toMatch(/^[0-9a-f]{64}$/)
       expect(changed.after).toMatch(/^[0-9a-f]{64}$/)
       expect(changed.before).not.toBe(changed.after)
+      // the log holds both file states it names: a workspace can be rebuilt from it elsewhere
+      const blob = (hash: string) => fs.readFileSync(path.join(state, "blobs", hash.slice(0, 2), hash), "utf8")
+      expect(blob(changed.before)).toBe("export const sum = (a, b) => a - b\n")
+      expect(blob(changed.after)).toBe("export const sum = (a, b) => a + b\n")
       const edit = events.find((e) => e.type === "tool.started" && (e.data as any).tool === "edit_file")!
       expect((edit.data as any).observed.fingerprint["sum.js"]).toBe(changed.before)
       const shell = events.find((e) => e.type === "tool.completed" && (e.data as any).tool === "run_shell")!

@@ -56,9 +56,37 @@ export interface CommandSpec {
 /** The commands and their flags (`""` is `muse` itself, the interactive UI). */
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "": { flags: [...SESSION_FLAGS, HELP, flag("version", false)], positionals: "none" },
-  run: { flags: [...SESSION_FLAGS, flag("output-format", true), HELP], positionals: "any" },
-  sessions: { flags: [flag("json", false), flag("cwd", true), flag("log", true), HELP], positionals: "none" },
-  resume: { flags: [...SESSION_FLAGS, flag("output-format", true), HELP], positionals: "one" },
+  run: {
+    flags: [...SESSION_FLAGS, flag("output-format", true), flag("session-id", true, { hidden: true }), HELP],
+    positionals: "any"
+  },
+  sessions: {
+    flags: [flag("json", false), flag("cluster", false), flag("cwd", true), flag("log", true), HELP],
+    positionals: "none"
+  },
+  runner: {
+    flags: [flag("host", true), flag("port", true), flag("work-dir", true), flag("log", true), HELP],
+    positionals: "none"
+  },
+  submit: {
+    flags: [
+      flag("repo", true),
+      flag("model", true, { alias: "m" }),
+      flag("approval-mode", true),
+      flag("sandbox", true),
+      flag("max-turns", true),
+      flag("log", true),
+      flag("script", true, { hidden: true }),
+      HELP
+    ],
+    positionals: "any"
+  },
+  attach: { flags: [flag("json", false), flag("log", true), HELP], positionals: "one" },
+  resume: {
+    // --notice: a runner taking a session over tells its agent what did not move with it
+    flags: [...SESSION_FLAGS, flag("output-format", true), flag("notice", true, { hidden: true }), HELP],
+    positionals: "one"
+  },
   replay: {
     flags: [flag("verify", false), flag("example", false), flag("cwd", true), flag("log", true), HELP],
     positionals: "one"

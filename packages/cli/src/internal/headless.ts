@@ -32,6 +32,8 @@ export type Signals = (listener: (signal: StopSignal) => void) => () => void
 
 export interface RunOptions {
   readonly task: string
+  /** The new session's id (`muse submit` chooses it); a new one when absent. */
+  readonly session?: string | undefined
   readonly flags: Session.Flags
   readonly format: OutputFormat
   readonly env: Session.Env
@@ -289,7 +291,13 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
         message: 'muse run needs a task: muse run "fix the failing test"'
       })
     }
-    const session = EventLogFile.newSessionId()
+    const session = options.session ?? EventLogFile.newSessionId()
+    if (options.session !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(options.session)) {
+      return yield* new CliError({
+        code: ExitCode.Usage,
+        message: `--session-id ${JSON.stringify(options.session)}: use letters, digits, '.', '_' and '-'`
+      })
+    }
     const prepared = yield* Session.prepareNew(
       options.flags,
       options.env,
@@ -297,6 +305,19 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
       task.length > 80 ? `${task.slice(0, 79)}…` : task,
       Session.headlessTrust(options.flags, options.env)
     )
+    if (options.session !== undefined) {
+      const ends = yield* prepared.store.ends(session).pipe(
+        Effect.map((e) => e.first),
+        Effect.catchTag("SessionNotFound", () => Effect.succeed(undefined)),
+        Effect.mapError(Session.logError)
+      )
+      if (ends !== undefined) {
+        return yield* new CliError({
+          code: ExitCode.Usage,
+          message: `session ${session} already exists in ${prepared.location.display}; continue it with muse resume ${session}`
+        })
+      }
+    }
     const em = emitter(options.format, options.streams, () => 0)
     if (options.format === "stream-json") {
       options.streams.stdout.write(
@@ -333,6 +354,8 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
 
 export interface ResumeOptions {
   readonly session: string | undefined
+  /** Told to the main agent before its next model call, and recorded (a runner's takeover note). */
+  readonly notice?: string | undefined
   readonly flags: Session.Flags
   readonly format: OutputFormat
   readonly env: Session.Env
@@ -378,11 +401,21 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
     const stop = yield* Stop.make
+    let notice = options.notice?.trim() ? Option.some(options.notice.trim()) : Option.none<string>()
     const io: SessionRuntime.Io = {
       ...em.io,
       input: Effect.succeed(Option.none()),
       prompter: headlessPrompter(prepared.config.approvalMode, em.note),
       stop,
+      ...(Option.isSome(notice)
+        ? {
+            notices: Effect.sync(() => {
+              const next = notice
+              notice = Option.none()
+              return next
+            })
+          }
+        : {}),
       onResume: (info) =>
         Effect.sync(() => {
           fromSeq = info.nextSeq
@@ -391,6 +424,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     }
     const program = SessionRuntime.resume({
       session,
+      ...(prepared.moved ? { root: prepared.root } : {}),
       io,
       services: {
         languageModel: prepared.languageModel,

@@ -1,11 +1,13 @@
 /**
  * The `muse` command line: commands, flags, and the mapping from outcomes to exit codes.
  */
+import * as path from "node:path"
 import { Args, CliConfig, Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, type Console, Effect, Either, Exit, Option } from "effect"
 import { plain, stringifySafe, stripAnsi, styleFor, terminalSafe } from "./ansi.js"
 import * as Argv from "./argv.js"
+import * as Cluster from "./cluster.js"
 import { CliError, ExitCode } from "./exit.js"
 import * as Headless from "./headless.js"
 import * as History from "./history.js"
@@ -216,7 +218,12 @@ export const main = async (pio: ProcessIo): Promise<number> => {
 
   const run = Command.make(
     "run",
-    { ...shared, outputFormat, task: Args.text({ name: "task" }).pipe(Args.repeated) },
+    {
+      ...shared,
+      outputFormat,
+      sessionId: Options.text("session-id").pipe(Options.optional),
+      task: Args.text({ name: "task" }).pipe(Args.repeated)
+    },
     (v) =>
       Effect.gen(function* () {
         // positionals were taken out by Argv.parse (so "--text" after -- stays text)
@@ -227,6 +234,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         }
         exitCode = yield* Headless.run({
           task,
+          session: Option.getOrUndefined(v.sessionId),
           flags: toFlags(v, script),
           format: v.outputFormat,
           env,
@@ -245,12 +253,29 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     "sessions",
     {
       json: Options.boolean("json").pipe(Options.withDescription("one JSON object per session")),
+      cluster: Options.boolean("cluster").pipe(
+        Options.withDescription("the sessions submitted to the cluster, with the runner each is on and its state")
+      ),
       cwd: shared.cwd,
       log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
         const { store, location } = yield* Session.storeFor(readFlags(v), env)
+        if (v.cluster) {
+          const rows = yield* Cluster.list(location)
+          if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
+          else {
+            if (rows.length === 0) out.write(`no sessions were submitted to the cluster at ${location.display}\n`)
+            for (const r of rows) {
+              const task = r.task.length > 50 ? `${r.task.slice(0, 49)}…` : r.task
+              out.write(
+                `${terminalSafe(r.session)}  ${terminalSafe(r.state.padEnd(10))}  ${terminalSafe((r.runner ?? "-").padEnd(21))}  ${terminalSafe(task.replace(/\s+/g, " "))}\n`
+              )
+            }
+          }
+          return
+        }
         const rows = yield* History.listSessions(store, location)
         if (v.json) for (const r of rows) out.write(`${stringifySafe(r)}\n`)
         else History.printSessions(rows, out, location.display)
@@ -259,7 +284,12 @@ export const main = async (pio: ProcessIo): Promise<number> => {
 
   const resume = Command.make(
     "resume",
-    { ...shared, outputFormat, session: Args.text({ name: "session" }).pipe(Args.optional) },
+    {
+      ...shared,
+      outputFormat,
+      notice: Options.text("notice").pipe(Options.optional),
+      session: Args.text({ name: "session" }).pipe(Args.optional)
+    },
     (v) =>
       Effect.gen(function* () {
         const flags = toFlags(v, script)
@@ -268,6 +298,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         if (isTty && v.outputFormat === "text") return yield* interactive(flags, id, true)
         exitCode = yield* Headless.resume({
           session: id,
+          notice: Option.getOrUndefined(v.notice),
           flags,
           format: v.outputFormat,
           env,
@@ -337,6 +368,95 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         )
       }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
+
+  const runner = Command.make(
+    "runner",
+    {
+      host: Options.text("host").pipe(
+        Options.withDescription("the address other runners reach this one at (default 127.0.0.1)"),
+        Options.withDefault("127.0.0.1")
+      ),
+      port: Options.integer("port").pipe(
+        Options.withDescription("the port this runner listens on (default 34431)"),
+        Options.withDefault(34431)
+      ),
+      workDir: Options.text("work-dir").pipe(
+        Options.withDescription("where the sessions' workspaces are cloned (default: <state dir>/runner)"),
+        Options.optional
+      ),
+      log: shared.log
+    },
+    (v) =>
+      Effect.gen(function* () {
+        const location = yield* Session.locationFor(readFlags({ cwd: Option.none(), log: v.log }), env)
+        const workDir = Option.getOrElse(v.workDir, () =>
+          location.kind === "dir" ? `${location.dir}/runner` : `${pio.env.MUSE_HOME ?? `${pio.env.HOME}/.muse`}/runner`
+        )
+        return yield* Cluster.runner({
+          location,
+          host: v.host,
+          port: v.port,
+          workDir,
+          env: pio.env,
+          openStore: Effect.map(Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env), (s) => s.store),
+          say: (line) => err.write(`${line}\n`)
+        })
+      }).pipe(Effect.scoped)
+  ).pipe(Command.withDescription("Join a cluster of runners (--log postgres://…) and run the sessions it is given"))
+
+  const submit = Command.make(
+    "submit",
+    {
+      repo: Options.text("repo").pipe(Options.withDescription("the git URL or path the runner clones")),
+      model: shared.model,
+      approvalMode: shared.approvalMode,
+      sandbox: shared.sandbox,
+      maxTurns: shared.maxTurns,
+      log: shared.log,
+      task: Args.text({ name: "task" }).pipe(Args.repeated)
+    },
+    (v) =>
+      Effect.gen(function* () {
+        void v.task
+        const location = yield* Session.locationFor(readFlags({ cwd: Option.none(), log: v.log }), env)
+        const args: Array<string> = []
+        if (Option.isSome(v.model)) args.push("--model", v.model.value)
+        if (Option.isSome(v.approvalMode)) args.push("--approval-mode", v.approvalMode.value)
+        if (Option.isSome(v.sandbox)) args.push("--sandbox", v.sandbox.value)
+        if (Option.isSome(v.maxTurns)) args.push("--max-turns", String(v.maxTurns.value))
+        if (script) args.push("--script", path.resolve(pio.cwd, script))
+        const session = yield* Cluster.submit({
+          task: positionals.join(" "),
+          repo: v.repo,
+          args,
+          location,
+          env: pio.env
+        })
+        out.write(`${session}\n`)
+      }).pipe(Effect.scoped)
+  ).pipe(Command.withDescription('Start a session on the cluster: muse submit "fix the test" --repo <git url|path>'))
+
+  const attach = Command.make(
+    "attach",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
+      log: shared.log
+    },
+    (v) =>
+      Effect.gen(function* () {
+        void v.session
+        const id = positionals[0]
+        if (!id) {
+          return yield* new CliError({
+            code: ExitCode.Usage,
+            message: "muse attach needs a session id: muse attach <id>"
+          })
+        }
+        const { store } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
+        yield* Cluster.attach(id, store, v.json, out)
+      }).pipe(Effect.scoped)
+  ).pipe(Command.withDescription("Follow a session's events as they are stored, until its task ends"))
 
   const acp = Command.make("acp", shared, (v) =>
     Effect.gen(function* () {
@@ -473,7 +593,9 @@ export const main = async (pio: ProcessIo): Promise<number> => {
   )
 
   const cli = Command.run(
-    root.pipe(Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork])),
+    root.pipe(
+      Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork, runner, submit, attach])
+    ),
     {
       name: "muse",
       version: version()

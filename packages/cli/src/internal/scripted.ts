@@ -18,6 +18,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { LanguageModel, type Prompt, type Response } from "@effect/ai"
+import { SessionRuntime } from "@musekit/node"
 import { Duration, Effect, Either, Layer, ParseResult, Schema, Stream } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 
@@ -163,13 +164,15 @@ export const choose = (
   for (let i = messages.length - 1; i >= 0 && newest === ""; i--) newest = userText(messages[i]!).trim()
   // a user message that opens a turn of its own (not one delivered between tool steps, like a
   // crew report) after message `after`: the user moved on
-  // (a message after a tool call the turn was stopped in the middle of opens a turn of its own)
+  // (a message after a tool call the turn was stopped in the middle of opens a turn of its own;
+  // a notice from muse, such as a takeover's, does not)
   const movedOnAfter = (after: number) =>
     messages.some(
       (m, i) =>
         i > after &&
         m.role === "user" &&
         userText(m).trim() !== "" &&
+        !userText(m).startsWith(SessionRuntime.NOTICE_PREFIX) &&
         (messages[i - 1]!.role !== "tool" || wasInterrupted(messages[i - 1]!))
     )
   // Mid-task, the newest reply's tool-call ids say which entry and step it was: the place in the

@@ -295,10 +295,16 @@ export const storeFor = (
   Scope.Scope
 > =>
   Effect.gen(function* () {
+    const location = yield* locationFor(flags, env)
+    return { store: yield* LogStore.open(location, env.env), location }
+  })
+
+/** Where the sessions are kept, without opening them. */
+export const locationFor = (flags: Pick<Flags, "cwd" | "log">, env: Env): Effect.Effect<LogStore.Location, CliError> =>
+  Effect.gen(function* () {
     const root = yield* rootOf(flags, env)
     const loaded = yield* Config.load(root, env.env, { project: false })
-    const location = yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
-    return { store: yield* LogStore.open(location, env.env), location }
+    return yield* LogStore.locate(flags.log, loaded, env.env, env.cwd)
   })
 
 export const logError = (e: { readonly _tag: string; readonly message: string }): CliError =>
@@ -337,7 +343,12 @@ export const prepareResume = (
   decide: Decide,
   options: NewOptions = {}
 ): Effect.Effect<
-  Prepared & { readonly events: ReadonlyArray<Event.Envelope>; readonly nextSeq: number },
+  Prepared & {
+    readonly events: ReadonlyArray<Event.Envelope>
+    readonly nextSeq: number
+    /** `--cwd` named another folder than the recorded one: the session goes on there. */
+    readonly moved: boolean
+  },
   CliError,
   Scope.Scope
 > =>
@@ -353,9 +364,13 @@ export const prepareResume = (
       yield* Effect.scoped(store.open(session)).pipe(Effect.mapError(logError))
       return yield* noTask(session)
     }
-    const config = yield* SessionRuntime.configOf([ends.first]).pipe(
+    const recorded = yield* SessionRuntime.configOf([ends.first]).pipe(
       Effect.mapError((e) => new CliError({ code: ExitCode.Failed, message: `session ${session}: ${e.message}` }))
     )
+    // a session whose workspace was rebuilt elsewhere (a cluster runner's clone) goes on in that folder
+    const moved = flags.cwd !== undefined && root !== recorded.root
+    const config = recorded
+    const workRoot = moved ? root : recorded.root
     const nextSeq = (ends.last?.seq ?? -1) + 1
     const checkpoint = yield* store.readCheckpoint(session)
     const fromSeq = Either.isRight(checkpoint) && checkpoint.right.seq < nextSeq ? checkpoint.right.seq + 1 : 0
@@ -403,7 +418,7 @@ export const prepareResume = (
       env.env
     )
     const plugins = yield* Plugins.make({
-      root: config.root,
+      root: workRoot,
       projectSkills: trust.trusted,
       worktrees: Plugins.recordedWorktrees(config, session),
       contextWindow: config.contextWindow,
@@ -412,7 +427,7 @@ export const prepareResume = (
     const untrusted = untrustedNotice(trust)
     const sandboxed = yield* sandboxNotice(config.sandbox)
     return {
-      root: config.root,
+      root: workRoot,
       location,
       store,
       config,
@@ -424,7 +439,8 @@ export const prepareResume = (
       notices: [...(untrusted ? [untrusted] : []), ...(sandboxed ? [sandboxed] : [])],
       sandboxOptions: sandboxOptions(loaded, Config.stateDir(loaded, env.env)),
       events,
-      nextSeq
+      nextSeq,
+      moved
     }
   })
 

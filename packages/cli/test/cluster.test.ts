@@ -1,0 +1,124 @@
+/**
+ * A runner rebuilding a session's workspace from its log (`restoreFiles`) and what it tells the
+ * agent about the rest (`takeoverNote`, given to `muse resume --notice`), over a real file store,
+ * real files and real processes.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { Event } from "@musekit/core"
+import { EventLogFile } from "@musekit/node"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { restoreFiles, takeoverNote } from "../src/internal/cluster.js"
+import { buggyRepo, ensureBuilt, muse, museAsync, readLog, sandbox, writeScript } from "./support/cli.js"
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cluster-"))
+afterAll(() => fs.rmSync(root, { recursive: true, force: true }))
+
+let seq = 0
+const event = (type: string, data: unknown, agent = "main"): Event.Envelope =>
+  ({ v: 1, seq: seq++, id: `e${seq}`, at: seq, agent, type, parent: null, data }) as unknown as Event.Envelope
+
+describe("a workspace rebuilt from the log", () => {
+  it("puts back each file as its last change left it; a content the store lacks is named, not fatal", async () => {
+    const store = EventLogFile.makeStore({ dir: path.join(root, "state") })
+    const put = (text: string) =>
+      Effect.runPromise(
+        Effect.scoped(Effect.flatMap(store.open("s", { create: true }), (log) => log.putBlob(text, { exact: true })))
+      )
+    const first = await put("one\n")
+    const second = await put("two\n")
+    const kept = await put("kept\n")
+    const ws = path.join(root, "ws")
+    fs.mkdirSync(ws)
+    fs.writeFileSync(path.join(ws, "gone.txt"), "base\n")
+    fs.writeFileSync(path.join(ws, "lost.txt"), "base\n")
+    const events = [
+      event("file.changed", { path: "a/notes.txt", before: null, after: first }),
+      event("file.changed", { path: "a/notes.txt", before: first, after: second }),
+      event("file.changed", { path: "gone.txt", before: kept, after: null }),
+      event("file.changed", { path: "lost.txt", before: kept, after: "0".repeat(64) }),
+      event("file.changed", { path: "../outside.txt", before: null, after: kept }),
+      event("file.changed", { path: "crew.txt", before: null, after: kept }, "worker-1"),
+      event("tool.started", { tool: "run_shell", params: { command: "npm install" } })
+    ]
+    const result = await Effect.runPromise(restoreFiles(events, store, ws))
+    expect(result).toEqual({ restored: 2, missing: ["lost.txt"] })
+    expect(fs.readFileSync(path.join(ws, "a/notes.txt"), "utf8")).toBe("two\n")
+    expect(fs.existsSync(path.join(ws, "gone.txt"))).toBe(false)
+    expect(fs.readFileSync(path.join(ws, "lost.txt"), "utf8")).toBe("base\n")
+    expect(fs.existsSync(path.join(root, "outside.txt"))).toBe(false)
+    expect(fs.existsSync(path.join(ws, "crew.txt"))).toBe(false)
+
+    const note = takeoverNote(events, result.missing)!
+    expect(note).toContain("1 shell command(s) ran before")
+    expect(note).toContain("does not hold what the session's changes left in lost.txt: it is as the base commit has it")
+    expect(takeoverNote(events.slice(0, 2))).toBeUndefined()
+  })
+})
+
+describe("muse resume --notice (a runner's takeover note)", () => {
+  beforeAll(() => ensureBuilt(), 240_000)
+
+  it("reaches the agent as a notice from muse, recorded; the task goes on where it was; replay --verify passes", async () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    const marks = path.join(sb.root, "marks.txt")
+    const script = writeScript(sb, "moved", {
+      replies: [
+        {
+          when: "append",
+          steps: [
+            {
+              text: "Appending.",
+              tools: [{ name: "run_shell", params: { command: `echo one >> ${marks}; sleep 20` } }]
+            },
+            { text: "Appending again.", tools: [{ name: "run_shell", params: { command: `echo two >> ${marks}` } }] },
+            { text: "Finished." }
+          ]
+        }
+      ]
+    })
+    const p = museAsync(
+      [
+        "run",
+        "append the marks",
+        "--script",
+        script,
+        "--approval-mode",
+        "auto",
+        "--sandbox",
+        "off",
+        "--output-format",
+        "stream-json"
+      ],
+      { sb, cwd: repo }
+    )
+    const session = (await p.waitForLine((l) => l.kind === "session")).session
+    await p.waitForLine((l) => l.kind === "event" && l.event.type === "tool.started")
+    // the command is running: the machine goes away
+    for (let i = 0; i < 100 && !fs.existsSync(marks); i++) await new Promise((r) => setTimeout(r, 50))
+    p.child.kill("SIGKILL")
+    await p.exited
+
+    // another machine: a fresh clone, the session resumed there with the runner's note
+    const clone = path.join(sb.root, "clone")
+    execFileSync("git", ["clone", "--quiet", repo, clone])
+    const note = takeoverNote(readLog(sb, session))!
+    const r = muse(["resume", session, "--cwd", clone, "--notice", note, "--output-format", "json"], { sb, cwd: clone })
+    expect(r.code, r.stderr).toBe(0)
+    expect(JSON.parse(r.stdout)).toMatchObject({ session, status: "completed", text: "Finished." })
+    const events = readLog(sb, session)
+    const delivered = events.filter((e) => e.type === "inbox.delivered")
+    expect(delivered).toHaveLength(1)
+    expect(delivered[0].data).toMatchObject({ from: "muse", text: `[muse] ${note}` })
+    expect(note).toContain("1 shell command(s) ran before")
+    // the interrupted command is not run again; the next one runs once
+    expect(fs.readFileSync(marks, "utf8")).toBe("one\ntwo\n")
+    const v = muse(["replay", session, "--verify"], { sb, cwd: clone })
+    expect(v.stderr).toContain(`verified: ${events.length} of ${events.length} events replayed exactly`)
+    expect(v.code).toBe(0)
+  }, 120_000)
+})
