@@ -408,6 +408,7 @@ export const readFile = (options: Options = {}): Tools.Definition => {
     name: names.readFile,
     description: Descriptions.READ_FILE,
     effect: "read",
+    durableIntent: false,
     parameters: {
       path: Schema.String.annotations({ description: "File path, relative to the workspace root" }),
       offset: Schema.optional(
@@ -650,6 +651,7 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
     name: names.listFiles,
     description: Descriptions.LIST_FILES,
     effect: "read",
+    durableIntent: false,
     parameters: {
       path: Schema.optional(Schema.String.annotations({ description: "Directory to list (default: the root)" })),
       pattern: Schema.optional(Schema.String.annotations({ description: 'Glob, e.g. "*.ts" or "src/**/*.md"' })),
@@ -729,6 +731,7 @@ export const grep = (options: Options = {}): Tools.Definition => {
     name: names.grep,
     description: Descriptions.GREP,
     effect: "read",
+    durableIntent: false,
     parameters: {
       pattern: Schema.String.annotations({ description: "Regular expression to search for" }),
       path: Schema.optional(Schema.String.annotations({ description: "File or directory to search (default: root)" })),
