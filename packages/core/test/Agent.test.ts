@@ -554,7 +554,7 @@ describe("Agent loop: when a tool call waits for its intent to be durable", () =
    * gate (or a second passes, so a call that waits is not stuck): the handler notes whether its intent
    * was stored when it ran.
    */
-  const callWith = (tool: Tools.Definition<{ readonly [key: string]: unknown }>) =>
+  const callWith = (tool: Tools.Definition) =>
     Effect.gen(function* () {
       const gate = yield* Deferred.make<void>()
       const base = yield* EventLog.memoryBackend()
@@ -631,7 +631,7 @@ describe("Agent loop: when a tool call waits for its intent to be durable", () =
         durableIntent: false,
         handler: () => Effect.succeed("ok")
       })
-      expect(yield* callWith(write as never)).toEqual([true])
+      expect(yield* callWith(write)).toEqual([true])
     })
   )
 })
