@@ -14,7 +14,8 @@
  * - **start → first request**: spawn of the process until the first model request arrives; and the **CPU** the
  *   agent's processes (it and its children) had used by then (Linux, from `/proc`: steadier than wall time on a
  *   busy machine);
- * - **peak RSS** of the process (GNU time's maximum resident set size);
+ * - **peak RSS** of the process (GNU time's maximum resident set size), and its **CPU** time (user + system, with
+ *   its children), from which **marginal CPU ms/turn** (as marginal ms/turn; not stretched by waits for a core);
  * - **bytes/turn**: request body bytes sent per model call, mean over the run (and the last request).
  *
  * ```sh
@@ -302,6 +303,8 @@ interface Run {
   readonly firstRequestCpuMs: number | undefined
   readonly gaps: ReadonlyArray<number>
   readonly peakRssMiB: number | undefined
+  /** The process's CPU time (user + system), from GNU time. */
+  readonly cpuMs: number | undefined
   readonly requests: number
   readonly bytes: ReadonlyArray<number>
 }
@@ -314,7 +317,7 @@ const spawnTimed = (
 ): Promise<{ code: number | null; wallMs: number; t0: number; out: string }> =>
   new Promise((resolve, reject) => {
     const [cmd, ...rest] = gnuTime
-      ? [gnuTime, "-f", "%M", "-o", rssFile, process.execPath, ...NODE_ARGS, ...args]
+      ? [gnuTime, "-f", "%M %U %S", "-o", rssFile, process.execPath, ...NODE_ARGS, ...args]
       : [process.execPath, ...NODE_ARGS, ...args]
     const t0 = performance.now()
     const child = spawn(cmd!, rest, { cwd, env, stdio: ["ignore", "pipe", "pipe"] })
@@ -333,12 +336,17 @@ const spawnTimed = (
     })
   })
 
-const readRss = (file: string): number | undefined => {
+/** GNU time's last line: maximum resident set size (KiB), user and system seconds. */
+const readTime = (file: string): { rssMiB: number | undefined; cpuMs: number | undefined } => {
   try {
-    const kb = Number(fs.readFileSync(file, "utf8").trim().split("\n").pop())
-    return Number.isFinite(kb) && kb > 0 ? kb / 1024 : undefined
+    const [kb, user, sys] = fs.readFileSync(file, "utf8").trim().split("\n").pop()!.trim().split(/\s+/).map(Number)
+    const cpu = (user ?? Number.NaN) + (sys ?? Number.NaN)
+    return {
+      rssMiB: kb !== undefined && Number.isFinite(kb) && kb > 0 ? kb / 1024 : undefined,
+      cpuMs: Number.isFinite(cpu) ? cpu * 1000 : undefined
+    }
   } catch {
-    return undefined
+    return { rssMiB: undefined, cpuMs: undefined }
   }
 }
 
@@ -371,7 +379,7 @@ const runOnce = async (
     firstRequestMs: model[0]!.receivedAt - r.t0,
     firstRequestCpuMs: session.firstCpuMs,
     gaps,
-    peakRssMiB: readRss(rssFile),
+    ...(({ rssMiB, cpuMs }) => ({ peakRssMiB: rssMiB, cpuMs }))(readTime(rssFile)),
     requests: model.length,
     bytes: model.map((q) => q.bytes)
   }
@@ -382,7 +390,7 @@ const runBaseline = async (scratch: string): Promise<{ wallMs: number; peakRssMi
   fs.rmSync(rssFile, { force: true })
   const r = await spawnTimed(["-e", "0"], cleanEnv(scratch), scratch, rssFile)
   if (r.code !== 0) throw new Error(`node -e 0 exited with ${r.code}`)
-  return { wallMs: r.wallMs, peakRssMiB: readRss(rssFile) }
+  return { wallMs: r.wallMs, peakRssMiB: readTime(rssFile).rssMiB }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,6 +418,7 @@ interface Summary {
   readonly gapP99Ms: number
   readonly gapMaxMs: number
   readonly peakRssMiB: number | undefined
+  readonly cpuMs: number | undefined
   readonly bytesPerRequest: number
   readonly lastRequestBytes: number
 }
@@ -417,6 +426,7 @@ interface Summary {
 const summarize = (agent: string, format: Wire.Format, turns: number, runs: ReadonlyArray<Run>): Summary => {
   const rss = runs.flatMap((r) => (r.peakRssMiB === undefined ? [] : [r.peakRssMiB]))
   const cpu = runs.flatMap((r) => (r.firstRequestCpuMs === undefined ? [] : [r.firstRequestCpuMs]))
+  const cpuTotal = runs.flatMap((r) => (r.cpuMs === undefined ? [] : [r.cpuMs]))
   return {
     agent,
     format,
@@ -430,6 +440,7 @@ const summarize = (agent: string, format: Wire.Format, turns: number, runs: Read
     gapP99Ms: median(runs.map((r) => percentile(r.gaps, 0.99))),
     gapMaxMs: Math.max(...runs.map((r) => Math.max(...r.gaps))),
     peakRssMiB: rss.length > 0 ? median(rss) : undefined,
+    cpuMs: cpuTotal.length > 0 ? median(cpuTotal) : undefined,
     bytesPerRequest: median(runs.map((r) => r.bytes.reduce((a, b) => a + b, 0) / r.bytes.length)),
     lastRequestBytes: median(runs.map((r) => r.bytes[r.bytes.length - 1]!))
   }
@@ -524,6 +535,12 @@ export const run = async (): Promise<void> => {
     const b = find(agent, format, large)
     return a && b && large > small ? (b.wallMs - a.wallMs) / (large - small) : Number.NaN
   }
+  // CPU time per turn: unlike wall time, it does not grow while the process waits for a core
+  const marginalCpu = (agent: string, format: string) => {
+    const a = find(agent, format, small)?.cpuMs
+    const b = find(agent, format, large)?.cpuMs
+    return a !== undefined && b !== undefined && large > small ? (b - a) / (large - small) : Number.NaN
+  }
 
   for (const format of FORMATS) {
     const rows: Array<Array<string>> = []
@@ -540,6 +557,7 @@ export const run = async (): Promise<void> => {
           fmtMs(s.gapMedianMs),
           fmtMs(s.gapP99Ms),
           fmtMs(s.gapMaxMs),
+          s.cpuMs === undefined ? "–" : fmtMs(s.cpuMs),
           s.peakRssMiB === undefined ? "–" : `${s.peakRssMiB.toFixed(0)} MiB`,
           fmtInt(s.bytesPerRequest),
           fmtInt(s.lastRequestBytes)
@@ -557,6 +575,7 @@ export const run = async (): Promise<void> => {
         "gap p50",
         "gap p99",
         "gap max",
+        "CPU",
         "peak RSS",
         "bytes/request",
         "last request"
@@ -585,6 +604,9 @@ export const run = async (): Promise<void> => {
     row("gap median", m.gapMedianMs, fmtMs, (p) => find(p.name, format, large)?.gapMedianMs)
     row("gap p99", m.gapP99Ms, fmtMs, (p) => find(p.name, format, large)?.gapP99Ms)
     row(`marginal ms/turn (${small}→${large})`, mm, fmtMs, (p) => marginal(p.name, format))
+    row(`marginal CPU ms/turn (${small}→${large})`, marginalCpu("muse", format), fmtMs, (p) =>
+      marginalCpu(p.name, format)
+    )
     row("start → first request", m.firstRequestMs, fmtMs, (p) => find(p.name, format, large)?.firstRequestMs)
     row(
       "CPU until first request",
@@ -624,6 +646,9 @@ export const run = async (): Promise<void> => {
     nodeEmpty: { wallMs: nodeWall, peakRssMiB: nodeRss },
     summaries,
     marginal: Object.fromEntries(agents.flatMap((a) => FORMATS.map((f) => [`${a.name}|${f}`, marginal(a.name, f)]))),
+    marginalCpu: Object.fromEntries(
+      agents.flatMap((a) => FORMATS.map((f) => [`${a.name}|${f}`, marginalCpu(a.name, f)]))
+    ),
     raw: Object.fromEntries(
       [...runs].map(([k, rs]) => [k, rs.map((r) => ({ ...r, gaps: r.gaps.map((g) => +g.toFixed(3)) }))])
     )

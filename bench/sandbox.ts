@@ -2,8 +2,8 @@
  * The cost of the OS sandbox per command: `run_shell` of `true` and of `git status` in a git
  * repository of 10,000 committed files, unsandboxed and in the `workspace-write` sandbox of this
  * machine (bubblewrap on Linux, sandbox-exec on macOS), interleaved in the same run; on Linux both
- * ways of starting it: a new sandbox per command (the default) and the long-lived sandbox of the
- * workspace (`reuse: true`). Medians and 90th percentiles of N runs each, the time added and the
+ * ways of starting it: the long-lived sandbox of the workspace (the default; each command in a
+ * PID namespace of its own) and a new sandbox per command (`reuse: false`). Medians and 90th percentiles of N runs each, the time added and the
  * ratio. A machine without a sandbox prints why and measures nothing.
  */
 import { execFileSync } from "node:child_process"

@@ -1,7 +1,8 @@
-import { cpSync, existsSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import type { Plugin } from "esbuild"
-import { defineConfig } from "tsup"
+import { defineConfig, type Options } from "tsup"
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
 const pkg = JSON.parse(readFileSync(here("./package.json"), "utf8")) as { version: string }
@@ -57,11 +58,57 @@ const lazyFirstCall: Plugin = {
   }
 }
 
-export default defineConfig({
+// gpt-tokenizer (its tables are half of the code) is a file of its own, required on first use
+const tokenizer = createRequire(here("../../plugins/compaction/package.json")).resolve("gpt-tokenizer")
+const tokenizerApart: Plugin = {
+  name: "tokenizer-apart",
+  setup(build) {
+    build.onResolve({ filter: /^gpt-tokenizer$/ }, () => ({ path: "./boot-gpt-tokenizer.cjs", external: true }))
+  }
+}
+// The commands' code again as one CommonJS script, for bin.js to compile with a V8 code cache
+// (Node 20 keeps no compile cache for ES modules; see src/internal/codeCache.ts). Modules behind
+// a dynamic import() stay lazy: esbuild wraps them in initialisers that run on first import.
+const boot = {
+  entry: { boot: "src/internal/main.ts", "boot-gpt-tokenizer": tokenizer },
+  format: ["cjs"],
+  dts: false,
+  clean: false,
+  sourcemap: false,
+  splitting: false,
+  target: "node20",
+  platform: "node",
+  noExternal: [/^(?!(@anthropic-ai\/tokenizer|picomatch|web-tree-sitter|tree-sitter-bash)(\/|$))/],
+  external: ["@anthropic-ai/tokenizer", "picomatch", "web-tree-sitter", "tree-sitter-bash"],
+  define: { __MUSE_VERSION__: JSON.stringify(pkg.version), "import.meta.url": "__museImportMetaUrl" },
+  banner: { js: 'const __museImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+  esbuildPlugins: [lazyFirstCall, tokenizerApart],
+  esbuildOptions(options) {
+    options.alias = { ...options.alias, ...alias }
+    // ASCII only and no comments or white space: V8 reads it as a one-byte string and its cache
+    // checks fewer bytes; names are kept, so stack traces still read
+    options.charset = "ascii"
+    options.minifyWhitespace = true
+    options.minifySyntax = true
+    // import() of a package left outside becomes require(): a script compiled with node:vm has
+    // no module loader of its own
+    options.supported = { ...options.supported, "dynamic-import": false }
+  },
+  onSuccess: async () => {
+    // what esbuild leaves unescaped (characters in regular expressions) becomes \u escapes
+    const file = here("./dist/boot.cjs")
+    const text = readFileSync(file, "utf8")
+    const ascii = text.replace(/[^\0-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+    if (ascii !== text) writeFileSync(file, ascii)
+  }
+} satisfies Options
+
+const esm = {
   entry: ["src/index.ts", "src/bin.ts"],
   format: ["esm"],
   dts: { entry: "src/index.ts" },
-  clean: true,
+  // (the CommonJS build writes beside this one at the same time)
+  clean: ["!boot.cjs", "!boot-gpt-tokenizer.cjs"],
   sourcemap: true,
   splitting: true,
   target: "node20",
@@ -86,4 +133,6 @@ export default defineConfig({
     rmSync(here("./prompts"), { recursive: true, force: true })
     if (existsSync(prompts)) cpSync(prompts, here("./prompts"), { recursive: true })
   }
-})
+} satisfies Options
+
+export default defineConfig([esm, boot])

@@ -5,6 +5,43 @@
  */
 declare const __MUSE_VERSION__: string | undefined
 
+type Main = typeof import("./internal/main.js").main
+
+/**
+ * The commands, from `boot.cjs` beside this file with a V8 code cache when the build made one
+ * (a start spends much of its time compiling the bundle); else (run from source, or a broken
+ * `boot.cjs`) from the ES modules. `MUSE_CODE_CACHE=0` compiles without a cache;
+ * `MUSE_CODE_CACHE_DIR` chooses its folder; `MUSE_DEBUG_CODE_CACHE=1` says what happened to it.
+ */
+async function loadMain(): Promise<{ readonly main: Main }> {
+  const { existsSync } = await import("node:fs")
+  const { fileURLToPath } = await import("node:url")
+  const boot = fileURLToPath(new URL("./boot.cjs", import.meta.url))
+  if (existsSync(boot)) {
+    const { cacheDirs, loadScript } = await import("./internal/codeCache.js")
+    try {
+      const env = process.env
+      const loaded = loadScript(boot, { dirs: cacheDirs(boot, env), enabled: env.MUSE_CODE_CACHE !== "0" })
+      const main = (loaded.exports as { main?: Main }).main
+      if (env.MUSE_DEBUG_CODE_CACHE)
+        process.stderr.write(`muse: code cache ${loaded.cache} ${loaded.cacheFile ?? ""}\n`)
+      if (typeof main === "function") {
+        if (loaded.cache !== "hit" && loaded.cache !== "off") {
+          // written once the first request is under way, or at exit if the command ends sooner
+          const persist = () => void loaded.persist()
+          setTimeout(persist, 1000).unref()
+          process.once("exit", persist)
+        }
+        return { main }
+      }
+    } catch (e) {
+      if (process.env.MUSE_DEBUG_CODE_CACHE)
+        process.stderr.write(`muse: boot.cjs did not load (${String(e)}); using the ES modules\n`)
+    }
+  }
+  return import("./internal/main.js")
+}
+
 const args = process.argv.slice(2)
 if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
   const v = typeof __MUSE_VERSION__ === "string" ? __MUSE_VERSION__ : (await import("./internal/version.js")).version()
@@ -27,7 +64,7 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
       )
     }
   })
-  const { main } = await import("./internal/main.js")
+  const { main } = await loadMain()
   const code = await main({
     argv: args,
     env: process.env,

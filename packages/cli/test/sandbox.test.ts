@@ -3,7 +3,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Sandbox as OsSandbox } from "@musekit/node"
 import { beforeAll, describe, expect, it } from "vitest"
-import { ensureBuilt, muse, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
+import { bin, ensureBuilt, muse, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
+import { spawnInTerminal } from "./support/terminal.js"
 
 // The OS sandbox through the real binary: --sandbox and the config key recorded in session.started,
 // a command the sandbox stops told to the model as "blocked by the sandbox", replay unaffected, a
@@ -71,6 +72,38 @@ const pathWithoutBwrap = (root: string) =>
     .join(path.delimiter)
 
 describe.skipIf(!available)("muse and the OS sandbox", () => {
+  it("/status says what the session's sandbox uses: a long-lived one that fell back to one per command says why", async () => {
+    const sb = sandbox()
+    const cwd = project(sb)
+    // a bwrap that refuses to run the supervisor and runs everything else
+    const fakeDir = path.join(sb.root, "fake-bin")
+    fs.mkdirSync(fakeDir)
+    fs.writeFileSync(
+      path.join(fakeDir, "bwrap"),
+      `#!/bin/sh\ncase "$*" in *"use strict"*) echo "no supervisor here" >&2; exit 1;; esac\nexec "${OsSandbox.detect().program}" "$@"\n`,
+      { mode: 0o755 }
+    )
+    const script = shellScript(sb, "echo inside > made.txt")
+    const t = spawnInTerminal(process.execPath, [bin, "--script", script, "--approval-mode", "auto"], {
+      cwd,
+      env: { ...sb.env, PATH: `${fakeDir}${path.delimiter}${sb.env.PATH ?? process.env.PATH ?? ""}` }
+    })
+    try {
+      await t.waitFor(/\n› $/m, 40_000)
+      t.type("do it\r")
+      await t.waitFor("Done.", 60_000)
+      expect(fs.readFileSync(path.join(cwd, "made.txt"), "utf8")).toBe("inside\n")
+      t.type("/status\r")
+      await t.waitFor("supervisor here)", 20_000)
+      // (the line wraps at the terminal's width)
+      expect(t.screen().join(" ").replace(/\s+/g, " ")).toContain(
+        "a new sandbox for each command (the sandbox could not start: exit 1: no supervisor here)"
+      )
+    } finally {
+      t.kill()
+    }
+  }, 120_000)
+
   it("workspace-write by default: recorded, the write outside blocked and said so, the replay verifies", () => {
     const sb = sandbox()
     const cwd = project(sb)

@@ -17,11 +17,27 @@
 import type { LanguageModel } from "@effect/ai"
 import * as AnthropicClient from "@effect/ai-anthropic/AnthropicClient"
 import * as AnthropicLanguageModel from "@effect/ai-anthropic/AnthropicLanguageModel"
-import type { HttpClient } from "@effect/platform"
-import { Effect, type Layer, type Scope } from "effect"
+import { Headers, type HttpClient, HttpClientRequest } from "@effect/platform"
+import { Effect, type Layer, type Scope, Stream } from "effect"
 import { prepare } from "./internal/construct.js"
+import { jsonText } from "./internal/streamBodies.js"
 import * as ModelInfo from "./ModelInfo.js"
 import * as Models from "./Models.js"
+
+/** The Anthropic client with `createMessageStream` sending its body as text. */
+const anthropicStreamAsText = (client: AnthropicClient.Service): AnthropicClient.Service => ({
+  ...client,
+  createMessageStream: (options) =>
+    client
+      .streamRequest(
+        HttpClientRequest.post("/v1/messages", {
+          headers: Headers.fromInput({ "anthropic-beta": options.params?.["anthropic-beta"] ?? undefined }),
+          body: jsonText({ ...options.payload, stream: true })
+        }),
+        AnthropicClient.MessageStreamEvent
+      )
+      .pipe(Stream.takeUntil((event) => event.type === "message_stop"))
+})
 
 /** Builds the model for a resolved `anthropic/…` spec (see `Models.resolve`). */
 export const make = (
@@ -32,7 +48,9 @@ export const make = (
     const { transform, config, finish } = prepare(r, options)
     config.max_tokens =
       options.maxOutputTokens ?? config.max_tokens ?? Math.min(ModelInfo.maxOutputTokens(r.model), 16_384)
-    const client = yield* AnthropicClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform })
+    const client = anthropicStreamAsText(
+      yield* AnthropicClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform })
+    )
     const inner = yield* AnthropicLanguageModel.make({ model: r.model, config: config as any }).pipe(
       Effect.provideService(AnthropicClient.AnthropicClient, client)
     )

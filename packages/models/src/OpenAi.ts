@@ -16,11 +16,31 @@
 import type { LanguageModel } from "@effect/ai"
 import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
 import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
-import type { HttpClient } from "@effect/platform"
-import { Effect, type Layer, type Scope } from "effect"
+import { type HttpClient, HttpClientRequest } from "@effect/platform"
+import { Effect, type Layer, type Scope, Stream } from "effect"
 import { prepare } from "./internal/construct.js"
 import { strictWhereSafe } from "./internal/openaiStrict.js"
+import { jsonText } from "./internal/streamBodies.js"
 import * as Models from "./Models.js"
+
+/**
+ * The OpenAI client with `createResponseStream` sending its body as text, and each request passed
+ * through `prepare` first (the request object, before it is encoded).
+ */
+const openAiStreamAsText = (
+  client: OpenAiClient.Service,
+  prepare: <R extends Record<string, any>>(request: R) => R = (request) => request
+): OpenAiClient.Service => ({
+  ...client,
+  createResponse: (options) => client.createResponse(prepare(options)),
+  createResponseStream: (options) =>
+    client
+      .streamRequest(
+        HttpClientRequest.post("/responses", { body: jsonText({ ...prepare(options), stream: true }) }),
+        OpenAiClient.ResponseStreamEvent
+      )
+      .pipe(Stream.takeUntil((event) => event.type === "response.completed" || event.type === "response.incomplete"))
+})
 
 /** Builds the model for a resolved `openai/…` spec (see `Models.resolve`). */
 export const make = (
@@ -31,11 +51,10 @@ export const make = (
     const { transform, config, finish } = prepare(r, options)
     const userStrict = config.strict !== undefined
     if (options.maxOutputTokens !== undefined) config.max_output_tokens = options.maxOutputTokens
-    const client = yield* OpenAiClient.make({
-      apiKey: r.apiKey,
-      apiUrl: r.baseUrl,
-      transformClient: userStrict ? transform : (c) => transform(strictWhereSafe(c))
-    })
+    const client = openAiStreamAsText(
+      yield* OpenAiClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform }),
+      userStrict ? undefined : strictWhereSafe
+    )
     const inner = yield* OpenAiLanguageModel.make({ model: r.model, config: config as any }).pipe(
       Effect.provideService(OpenAiClient.OpenAiClient, client)
     )

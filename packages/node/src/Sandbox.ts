@@ -11,10 +11,11 @@
  * Linux uses bubblewrap (`bwrap`): a mount namespace built from read-only and writable binds,
  * fresh network, PID and IPC namespaces, every capability dropped, a seccomp filter, and a process
  * limit (`prlimit --nproc` in a user namespace, or a pids cgroup when muse runs as root), built
- * for every command. With `reuse: true` it is built once per plan (workspace, mode, hidden paths)
- * instead: a long-lived `bwrap` runs a small supervisor that starts each command inside it
- * (`internal/sandbox/warm.ts`), so the commands of a workspace share its private `/tmp`, its
- * process limit and its PID namespace (faster, weaker: see `Settings.reuse`); a supervisor that
+ * once per plan (workspace, mode, protected and hidden paths, and the inodes they stand on): a
+ * long-lived `bwrap` runs a small supervisor that starts each command inside it through a nested
+ * `bwrap` (`internal/sandbox/warm.ts`), in a PID namespace of its own, so the commands of a
+ * workspace share its private `/tmp` and its process limit but cannot see or signal each other or
+ * the supervisor. `reuse: false` builds a sandbox for every command instead; a supervisor that
  * cannot start gives each command a `bwrap` of its own. macOS
  * uses `sandbox-exec` with a generated profile. Where neither can run (no `bwrap`, a container
  * without user namespaces), `status` says why and commands run without a sandbox, guarded by
@@ -67,10 +68,9 @@ export const Settings = Schema.Struct({
   /** Most processes (threads count) one command may run at once (default 2048). */
   processes: Schema.optional(Schema.Int.pipe(Schema.greaterThanOrEqualTo(16))),
   /**
-   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command
-   * (default false: a new sandbox for every command). Faster, but weaker: a background process a
-   * command leaves can outlive it, and the commands of a workspace can reach one another and the
-   * supervisor (see docs/security.md).
+   * Linux: run the commands of a workspace in one long-lived sandbox, started at its first command,
+   * each command in a PID namespace of its own (default true); `false` builds a new sandbox for
+   * every command (tens of milliseconds more each; see docs/security.md).
    */
   reuse: Schema.optional(Schema.Boolean)
 })
@@ -430,8 +430,8 @@ export interface Status {
   readonly writable: ReadonlyArray<string>
   readonly processes: number
   /**
-   * How commands get their sandbox: `long-lived` (Linux: one per workspace, started at its first
-   * command; `reuse: true`), or `per-command` (the default; macOS; or when the long-lived one could
+   * How commands get their sandbox: `long-lived` (Linux, the default: one per workspace, started at
+   * its first command), or `per-command` (`reuse: false`; macOS; or when the long-lived one could
    * not start, with `launchReason`).
    */
   readonly launch: "long-lived" | "per-command"
@@ -490,6 +490,8 @@ export interface Options {
   readonly home?: string | undefined
   /** Use this availability instead of probing (tests). */
   readonly availability?: Availability | undefined
+  /** Called with the service once it is built (a UI asks it for `status`: what it actually uses). */
+  readonly built?: ((service: Service) => void) | undefined
 }
 
 const expand = (p: string, home: string) =>
@@ -560,6 +562,8 @@ export interface BwrapPlan {
   readonly maskRun: boolean
   readonly seccompFd?: number | undefined
   readonly root: boolean
+  /** Capabilities kept after all are dropped (the long-lived sandbox's supervisor as root). */
+  readonly keepCaps?: ReadonlyArray<string> | undefined
 }
 
 /** The `bwrap` arguments for a plan (without the command). */
@@ -574,7 +578,9 @@ export const bwrapArgs = (plan: BwrapPlan): Array<string> => {
   for (const f of plan.emptiedFiles) a.push("--ro-bind", plan.blank, f)
   a.push("--unshare-net", "--unshare-pid", "--unshare-ipc")
   if (!plan.root) a.push("--unshare-user")
-  a.push("--cap-drop", "ALL", "--die-with-parent", "--chdir", plan.cwd)
+  a.push("--cap-drop", "ALL")
+  for (const c of plan.keepCaps ?? []) a.push("--cap-add", c)
+  a.push("--die-with-parent", "--chdir", plan.cwd)
   if (plan.seccompFd !== undefined) a.push("--seccomp", String(plan.seccompFd))
   return a
 }
@@ -632,11 +638,46 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       return t
     }
     let cgroups = 0
+    /**
+     * A pids cgroup for one sandbox (where muse runs as root), or `undefined`: its process waits on
+     * a gate pipe (`gated`) until `enter` has moved it in, so nothing it starts escapes the limit.
+     */
+    const makeCgroup = (stdio: Array<number | "pipe">) => {
+      const limit = availability.processLimit
+      if (limit._tag !== "cgroup") return undefined
+      const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
+      try {
+        fs.mkdirSync(dir)
+        fs.writeFileSync(path.join(dir, "pids.max"), String(processes))
+      } catch {
+        removeCgroup(dir)
+        return undefined
+      }
+      stdio[GATE - 3] = "pipe"
+      return {
+        enter: (child: ChildProcess) => {
+          const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
+          gate?.on("error", () => {})
+          try {
+            if (child.pid !== undefined) fs.writeFileSync(path.join(dir, "cgroup.procs"), String(child.pid))
+          } catch {}
+          gate?.end("go\n")
+        },
+        remove: () => removeCgroup(dir)
+      }
+    }
+    /** How to spawn `bwrap` with its arguments: behind the cgroup's gate when there is one. */
+    const gated = (cgroup: unknown, bwrap: ReadonlyArray<string>) => ({
+      file: cgroup ? "/bin/sh" : availability.program!,
+      args: cgroup
+        ? ["-c", `read -r _ <&${GATE}; exec ${GATE}<&-; exec "$@"`, "sh", availability.program!, ...bwrap]
+        : [...bwrap]
+    })
 
     // the long-lived sandboxes: one per plan (writable root, mode, hidden paths…), started lazily
-    const reuse = settings.reuse === true && availability.backend === "bubblewrap"
+    const reuse = settings.reuse !== false && availability.backend === "bubblewrap"
     let reuseFailed: string | undefined
-    const warms = new Map<string, { warm: Promise<Warm.Warm>; used: number }>()
+    const warms = new Map<string, { warm: Promise<Warm.Warm>; used: number; identity: string }>()
     /** Where refusals of the shared proxy go: the commands running now. */
     const listening = new Set<Array<string>>()
     yield* Effect.addFinalizer(() =>
@@ -732,14 +773,23 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
     /** The long-lived sandbox for a plan, started at its first command (shared by those that ask at once). */
     const warmFor = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
       const key = JSON.stringify({ ...p, cwd: undefined })
+      const id = identity(p)
       const had = warms.get(key)
-      if (had) {
+      if (had && had.identity === id) {
         had.used = Date.now()
         return had.warm.then((w) => {
           if (w.alive()) return w
           if (warms.get(key) === had) warms.delete(key)
           return warmFor(p)
         })
+      }
+      // a file under its mounts was replaced since it started: it ends once its commands have
+      if (had) {
+        warms.delete(key)
+        void had.warm.then(
+          (w) => w.retire(),
+          () => {}
+        )
       }
       // a few at most: the idle one used longest ago makes room
       if (warms.size >= 8) {
@@ -751,8 +801,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         )
       }
       const warm = startWarm(p)
-      warms.set(key, { warm, used: Date.now() })
-      warm.catch(() => warms.delete(key))
+      const entry = { warm, used: Date.now(), identity: id }
+      warms.set(key, entry)
+      warm.catch(() => {
+        if (warms.get(key) === entry) warms.delete(key)
+      })
       return warm
     }
 
@@ -766,32 +819,22 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       const proxied = allowHosts.length > 0
       if (proxied) stdio[PROXY - 3] = "pipe"
       const limit = availability.processLimit
-      let cgroup: string | undefined
-      if (limit._tag === "cgroup") {
-        const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
-        try {
-          fs.mkdirSync(dir)
-          fs.writeFileSync(path.join(dir, "pids.max"), String(processes))
-          cgroup = dir
-          stdio[GATE - 3] = "pipe"
-        } catch {
-          removeCgroup(dir)
-        }
-      }
+      const cgroup = makeCgroup(stdio)
       for (let i = 0; i < stdio.length; i++) if (stdio[i] === undefined) stdio[i] = "pipe"
       const inner = [
         ...(limit._tag === "prlimit" ? [limit.path, `--nproc=${processes}:${processes}`, "--"] : []),
         process.execPath,
-        "-e",
-        Warm.SUPERVISOR,
-        ...(proxied ? [String(PROXY)] : [])
+        ...Warm.supervisorArgs({
+          proxy: proxied ? PROXY : undefined,
+          nest: Warm.nestArgs(availability.program!, p.root)
+        })
       ]
-      const bwrap = [...bwrapArgs({ ...p, seccompFd: fd === undefined ? undefined : SEC }), "--", ...inner]
+      // as root there is no user namespace to nest: the supervisor keeps what a nested PID
+      // namespace and its /proc need (each command drops every capability)
+      const keepCaps = p.root ? ["CAP_SYS_ADMIN", "CAP_SETPCAP"] : []
+      const bwrap = [...bwrapArgs({ ...p, keepCaps, seccompFd: fd === undefined ? undefined : SEC }), "--", ...inner]
       const started = Warm.start({
-        file: cgroup ? "/bin/sh" : availability.program!,
-        args: cgroup
-          ? ["-c", `read -r _ <&${GATE}; exec ${GATE}<&-; exec "$@"`, "sh", availability.program!, ...bwrap]
-          : bwrap,
+        ...gated(cgroup, bwrap),
         // the supervisor's own: each command gets the environment it asks for
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home, TMPDIR: "/tmp", LANG: process.env.LANG ?? "C" },
         stdio,
@@ -808,17 +851,9 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
                 }
               })
           }
-          if (cgroup) {
-            const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
-            try {
-              if (child.pid !== undefined) fs.writeFileSync(path.join(cgroup, "cgroup.procs"), String(child.pid))
-            } catch {}
-            gate?.end("go\n")
-          }
+          cgroup?.enter(child)
         },
-        ended: () => {
-          if (cgroup) removeCgroup(cgroup)
-        }
+        ended: () => cgroup?.remove()
       })
       return started.finally(() => {
         if (fd !== undefined) fs.closeSync(fd)
@@ -918,19 +953,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         }
         const proxied = allowHosts.length > 0
         if (proxied) stdio[PROXY - 3] = "pipe"
-        let cgroup: string | undefined
-        if (limit._tag === "cgroup") {
-          const dir = path.join(limit.dir, `muse-${process.pid}-${++cgroups}`)
-          try {
-            fs.mkdirSync(dir)
-            fs.writeFileSync(path.join(dir, "pids.max"), String(processes))
-            cgroup = dir
-            stdio[GATE - 3] = "pipe"
-            release.push(() => removeCgroup(dir))
-          } catch {
-            removeCgroup(dir)
-          }
-        }
+        const cgroup = makeCgroup(stdio)
+        if (cgroup) release.push(cgroup.remove)
         for (let i = 0; i < stdio.length; i++) if (stdio[i] === undefined) stdio[i] = "pipe"
         const inner = [
           ...(limit._tag === "prlimit" ? [limit.path, `--nproc=${processes}:${processes}`, "--"] : []),
@@ -940,10 +964,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         const bwrap = [...bwrapArgs({ ...p, seccompFd }), "--", ...inner]
         const env = sandboxEnv(request.env ?? process.env, "/tmp", m)
         const launch: Launch = {
-          file: cgroup ? "/bin/sh" : availability.program!,
-          args: cgroup
-            ? ["-c", `read -r _ <&${GATE}; exec ${GATE}<&-; exec "$@"`, "sh", availability.program!, ...bwrap]
-            : bwrap,
+          ...gated(cgroup, bwrap),
           env,
           stdio,
           started: (child) => {
@@ -951,14 +972,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
               const channel = (child.stdio as ReadonlyArray<unknown>)[PROXY] as Duplex | null | undefined
               if (channel) serveChannel(channel, { allowed, refused: (h) => refused.push(h) })
             }
-            if (cgroup) {
-              const gate = (child.stdio as ReadonlyArray<unknown>)[GATE] as Duplex | null | undefined
-              gate?.on("error", () => {})
-              try {
-                if (child.pid !== undefined) fs.writeFileSync(path.join(cgroup, "cgroup.procs"), String(child.pid))
-              } catch {}
-              gate?.end("go\n")
-            }
+            cgroup?.enter(child)
           },
           mode: m,
           context: context(limit._tag === "none" ? undefined : processes)
@@ -966,7 +980,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         return launch
       })
 
-    return {
+    const service: Service = {
       mode: Effect.sync(() => mode),
       setMode: (m) =>
         Effect.sync(() => {
@@ -985,8 +999,33 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       })),
       prepare,
       explain: (launch, output) => Blocked.explain(output, launch.context)
-    } satisfies Service
+    }
+    options.built?.(service)
+    return service
   })
+
+/**
+ * Which files the mounts of a plan stand on: device and inode of every path it binds, hides or
+ * keeps read-only, and of each folder above it. A mount covers the file that was there when the
+ * sandbox was built; one replaced since (a secret or `.git` rewritten by rename, a parent folder
+ * swapped) would show uncovered in a long-lived sandbox, so a change here is another sandbox.
+ */
+const identity = (p: BwrapPlan): string => {
+  const seen = new Map<string, string>()
+  const id = (f: string) => {
+    if (seen.has(f)) return
+    try {
+      const st = fs.lstatSync(f, { bigint: true })
+      seen.set(f, `${st.dev}:${st.ino}`)
+    } catch {
+      seen.set(f, "-")
+    }
+    const up = path.dirname(f)
+    if (up !== f) id(up)
+  }
+  for (const f of [...p.writable, ...p.readOnly, ...p.hiddenDirs, ...p.hiddenFiles, ...p.emptiedFiles]) id(f)
+  return [...seen].map(([f, i]) => `${f}=${i}`).join("\n")
+}
 
 /** A command's cgroup, once its processes are gone (the kernel may take a moment to empty it). */
 const removeCgroup = (dir: string, attempt = 0): void => {

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Tools } from "@musekit/core"
 import { Effect, Fiber, type Scope } from "effect"
 import { CodingTools, Sandbox, WorkspaceNode } from "../src/index.js"
+import * as Warm from "../src/internal/sandbox/warm.js"
 
 const detected = Sandbox.detect()
 const available = detected.available
@@ -94,6 +95,27 @@ const waitUntil = (check: () => boolean, timeoutMs: number) =>
     while (!check() && Date.now() < end) yield* Effect.sleep("20 millis")
     return check()
   })
+
+/** This process's long-lived sandbox supervisors: node processes it started, run as `node -e <supervisor>`. */
+const supervisors = (): Array<number> => {
+  const parent = new Map<number, number>()
+  const argv = new Map<number, Array<string>>()
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, "utf8")
+      parent.set(Number(name), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
+      argv.set(Number(name), fs.readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0"))
+    } catch {}
+  }
+  const mine = (pid: number): boolean => {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) if (p === process.pid) return true
+    return false
+  }
+  return [...argv]
+    .filter(([pid, a]) => a[0] === process.execPath && a[1] === "-e" && a[2]?.includes("use strict") && mine(pid))
+    .map(([pid]) => pid)
+}
 
 describe.skipIf(!available).each([
   { launch: "a sandbox per command", reuse: false },
@@ -464,21 +486,17 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
       // the private /tmp lasts from one command to the next of the same workspace
       expect((yield* run({ command: "echo kept > /tmp/kept" })).exit_code).toBe(0)
       expect(yield* run({ command: "cat /tmp/kept" })).toMatchObject({ exit_code: 0, output: "kept\n" })
-      // one supervisor serves them: the commands' parent is the same process
-      const a = (yield* run({ command: "echo $PPID" })).output
-      const b = (yield* run({ command: "echo $PPID" })).output
-      expect(a).toMatch(/^\d+\n$/)
-      expect(b).toBe(a)
+      // each command is alone in a PID namespace of its own (under the launcher's init, pid 1)
+      expect((yield* run({ command: "echo $PPID" })).output).toBe("1\n")
       // a timeout kills the command's whole group, background children too
       const slow = yield* run({ command: "sleep 30 & sleep 30", timeout_ms: 500 })
       expect(slow.timed_out).toBe(true)
       const count = "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true"
       expect((yield* run({ command: count })).output.trim()).toBe("0")
-      // a background process still holding the output is stopped once the command has ended
+      // a background process still holding the output ends with the command that started it
       const t = Date.now()
       const held = yield* run({ command: "sleep 30 & echo done" })
       expect(held).toMatchObject({ exit_code: 0, output: "done\n" })
-      expect(held.note).toContain("background processes still holding the output open were killed")
       expect(Date.now() - t).toBeLessThan(20_000)
       expect((yield* run({ command: count })).output.trim()).toBe("0")
       // a mode change (/sandbox) is another sandbox: the running one is not reused for it
@@ -491,14 +509,19 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
     })
   )
 
-  it.scoped("a supervisor killed mid-command: that command says so, the next one starts a new sandbox", () =>
+  it.scopedLive("a supervisor killed mid-command: that command says so, the next one starts a new sandbox", () =>
     Effect.gen(function* () {
       const w = world()
       const run = yield* runner(yield* sandboxed(w.home, { mode: "workspace-write", reuse: true }), w.root)
       const before = (yield* run({ command: "echo $PPID" })).output
-      // the command's parent in the sandbox is the supervisor: SIGKILL it, as a crash would
-      // (output the supervisor had not passed on yet is lost with it: let "started" through first)
-      const killed = yield* run({ command: "echo started; sleep 1; kill -9 $PPID; sleep 5; echo never" })
+      // SIGKILL the supervisor from outside, as a crash would (a command cannot reach it); output
+      // it had not passed on yet is lost with it: "started" is let through first
+      const fiber = yield* Effect.fork(run({ command: "echo started; sleep 30; echo never" }))
+      const found = yield* waitUntil(() => supervisors().length === 1, 20_000)
+      expect(found).toBe(true)
+      yield* Effect.sleep("1 second")
+      process.kill(supervisors()[0]!, "SIGKILL")
+      const killed = yield* Fiber.join(fiber)
       expect(killed.exit_code).toBe(null)
       expect(killed.output).toContain("started")
       expect(killed.output).not.toContain("never")
@@ -541,10 +564,21 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
     })
   )
 
-  it.scoped("by default every command gets a sandbox of its own", () =>
+  it.scoped("by default the commands of a workspace share a long-lived sandbox", () =>
     Effect.gen(function* () {
       const w = world()
       const sandbox = yield* Sandbox.make({ mode: "workspace-write" }, { home: w.home })
+      expect((yield* sandbox.status).launch).toBe("long-lived")
+      const run = yield* runner(sandbox, w.root)
+      expect(yield* run({ command: "echo ok > ok.txt && cat ok.txt" })).toMatchObject({ exit_code: 0, output: "ok\n" })
+      expect((yield* sandbox.status).launch).toBe("long-lived")
+    })
+  )
+
+  it.scoped("reuse: false gives every command a sandbox of its own", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const sandbox = yield* Sandbox.make({ mode: "workspace-write", reuse: false }, { home: w.home })
       const status = yield* sandbox.status
       expect(status.launch).toBe("per-command")
       expect(status.launchReason).toBeUndefined()
@@ -561,6 +595,128 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
       expect(fs.existsSync(path.join(w.root, "late.txt"))).toBe(false)
     })
   )
+})
+
+describe.skipIf(!available || process.platform !== "linux").each([
+  { launch: "a sandbox per command", reuse: false },
+  { launch: "the long-lived sandbox", reuse: true }
+])("Sandbox: commands kept apart ($launch)", ({ reuse }) => {
+  it.scoped("a background process ends with the command that started it (`&`, `setsid`)", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* Sandbox.make({ mode: "workspace-write", reuse }, { home: w.home }), w.root)
+      const started = yield* run({
+        command:
+          "(sleep 1; echo late > late.txt) >/dev/null 2>&1 & setsid sh -c 'sleep 1; echo late > setsid.txt' >/dev/null 2>&1 & echo started"
+      })
+      expect(started).toMatchObject({ exit_code: 0, output: "started\n" })
+      // a later command of the workspace does not keep them alive either
+      expect((yield* run({ command: "sleep 2; echo next" })).output).toBe("next\n")
+      expect(fs.existsSync(path.join(w.root, "late.txt"))).toBe(false)
+      expect(fs.existsSync(path.join(w.root, "setsid.txt"))).toBe(false)
+    })
+  )
+
+  it.scoped("a command cannot see, signal or read the supervisor or another command", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const sandbox = yield* Sandbox.make({ mode: "workspace-write", reuse }, { home: w.home })
+      const run = yield* runner(sandbox, w.root)
+      expect((yield* run({ command: "echo kept > /tmp/kept" })).exit_code).toBe(0)
+      // another command runs while this one looks for it and for the supervisor, then kills all it can
+      const other = yield* Effect.fork(run({ command: "echo other-started; sleep 4.123; echo other-finished" }))
+      const look = [
+        "sleep 1",
+        `for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done > seen.txt 2>/dev/null`,
+        "ls /proc | grep -c '^[0-9]' > pids.txt",
+        "kill -9 -1 2>/dev/null",
+        "echo looked"
+      ].join("; ")
+      const looked = yield* run({ command: look })
+      const seen = fs.readFileSync(path.join(w.root, "seen.txt"), "utf8")
+      expect(seen).not.toContain("4.123")
+      expect(seen).not.toContain("use strict")
+      // its own shell, the launcher's init and what it ran: a handful, not the machine's
+      expect(Number(fs.readFileSync(path.join(w.root, "pids.txt"), "utf8"))).toBeLessThan(8)
+      expect(looked.output).toContain("looked")
+      const finished = yield* Fiber.join(other)
+      expect(finished).toMatchObject({ exit_code: 0, output: "other-started\nother-finished\n" })
+      // the workspace's sandbox still runs, the same one where it is long-lived
+      const after = yield* run({ command: "cat /tmp/kept" })
+      expect(after).toMatchObject({ exit_code: 0, output: "kept\n" })
+      if (reuse) expect((yield* sandbox.status).launch).toBe("long-lived")
+    })
+  )
+
+  it.scoped("a command holds no capability, not even one to regain on exec", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const run = yield* runner(yield* Sandbox.make({ mode: "workspace-write", reuse }, { home: w.home }), w.root)
+      const caps = yield* run({ command: "grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status" })
+      expect(caps.exit_code).toBe(0)
+      const lines = caps.output.trim().split("\n")
+      expect(lines).toHaveLength(4)
+      for (const line of lines) expect(line).toMatch(/:\s+0{16}$/)
+    })
+  )
+
+  it.scoped("a secret or a protected folder replaced by rename on the host stays out of reach", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const creds = path.join(w.home, ".git-credentials")
+      fs.writeFileSync(creds, "https://u:old-token@example.com\n", { mode: 0o600 })
+      const run = yield* runner(yield* Sandbox.make({ mode: "workspace-write", reuse }, { home: w.home }), w.root)
+      expect(refusal(yield* run({ command: `cat ${creds}` }))).toContain(".git-credentials")
+      // rewritten by rename, as credential helpers do; a hidden folder swapped for a new one
+      fs.writeFileSync(`${creds}.new`, "https://u:new-token@example.com\n", { mode: 0o600 })
+      fs.renameSync(`${creds}.new`, creds)
+      fs.renameSync(path.join(w.home, ".ssh"), path.join(w.home, ".ssh-old"))
+      fs.mkdirSync(path.join(w.home, ".ssh"), { mode: 0o700 })
+      fs.writeFileSync(path.join(w.home, ".ssh", "id_ed25519"), SECRET, { mode: 0o600 })
+      const again = yield* run({ command: `cat ${creds}` })
+      expect(again.output).not.toContain("token")
+      expect(refusal(again)).toContain(".git-credentials")
+      const key = yield* run({ command: `cat ${w.home}/.ssh/id_ed25519` })
+      expect(key.output).not.toContain("planted-secret")
+      expect(refusal(key)).toContain(".ssh")
+      // .git replaced by rename stays read-only
+      fs.renameSync(path.join(w.root, ".git"), path.join(w.root, "git-old"))
+      fs.cpSync(path.join(w.root, "git-old"), path.join(w.root, ".git"), { recursive: true })
+      expect(refusal(yield* run({ command: "echo '[core]' >> .git/config" }))).toContain(".git")
+      expect(fs.readFileSync(path.join(w.root, ".git", "config"), "utf8")).not.toContain("[core]\n[core]")
+    })
+  )
+})
+
+describe("Sandbox: the long-lived sandbox's channel", () => {
+  it("a supervisor that exits says why, even when its exit is seen before its last stderr line", async () => {
+    // ready, then it takes one request and exits; a process it leaves writes the reason a moment later
+    const script = [
+      "printf '\\005\\000\\000\\000\\000\\000\\000\\000\\000'",
+      "read -r _",
+      "(sleep 0.3; echo 'supervisor: out of descriptors' >&2) &",
+      "exit 3"
+    ].join("\n")
+    const warm = await Warm.start({
+      file: "/bin/sh",
+      args: ["-c", script],
+      env: process.env,
+      stdio: [],
+      started: () => {}
+    })
+    const child = warm.run({ argv: ["true"], cwd: "/", env: {} })
+    let said = ""
+    child.stderr.on("data", (d: Buffer) => (said += d.toString()))
+    child.stdout.resume()
+    const exited = new Promise<[number | null, string | null]>((resolve) =>
+      child.once("exit", (code: number | null, signal: string | null) => resolve([code, signal]))
+    )
+    await new Promise<void>((resolve) => child.once("close", () => resolve()))
+    const exit = await exited
+    expect(exit).toEqual([null, "SIGKILL"])
+    expect(said).toContain("the sandbox this command ran in ended (exit 3: supervisor: out of descriptors)")
+    expect(warm.alive()).toBe(false)
+  })
 })
 
 describe("Sandbox: where none can run", () => {

@@ -552,7 +552,9 @@ class Live {
         const recorded = m === "start" ? [] : yield* prepared.store.read(self.id).pipe(Effect.orElseSucceed(() => []))
         self.liveFrom = recorded.length === 0 ? 0 : recorded[recorded.length - 1]!.seq + 1
         // the editor's terminal runs a command with the user's full rights: only where no OS sandbox would
-        const sandboxed = (prepared.config.sandbox?.mode ?? "workspace-write") !== "off" && Sandbox.detect().available
+        const sandboxed =
+          (prepared.config.sandbox?.mode ?? "workspace-write") !== "off" &&
+          (yield* Effect.promise(() => Sandbox.detectInBackground())).available
         const services: SessionRuntime.Services = {
           languageModel: prepared.languageModel,
           plugins: prepared.plugins.plugins,

@@ -1,5 +1,3 @@
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-
 const isRecord = (u: unknown): u is Record<string, any> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
@@ -26,35 +24,27 @@ export const strictCompatible = (schema: unknown): boolean => {
 }
 
 /**
- * Sends each function tool (and a JSON response format) with `strict: true` only when its schema
- * allows it, so tools with optional parameters work instead of being rejected by OpenAI.
+ * A Responses request with each function tool (and a JSON response format) sent with `strict: true`
+ * only when its schema allows it, so tools with optional parameters work instead of being rejected
+ * by OpenAI. Works on the request object before it is encoded; returns it unchanged when nothing
+ * needs a change.
  */
-export const strictWhereSafe = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
-  HttpClient.mapRequest(client, (request) => {
-    if (request.method !== "POST" || request.body._tag !== "Uint8Array") return request
-    if (!new URL(request.url, "http://x").pathname.endsWith("/responses")) return request
-    let body: any
-    try {
-      body = JSON.parse(new TextDecoder().decode(request.body.body))
-    } catch {
-      return request
-    }
-    let changed = false
-    for (const tool of Array.isArray(body?.tools) ? body.tools : []) {
-      if (isRecord(tool) && tool.type === "function" && tool.strict === true && !strictCompatible(tool.parameters)) {
-        tool.strict = false
-        changed = true
-      }
-    }
-    const format = body?.text?.format
-    if (
-      isRecord(format) &&
-      format.type === "json_schema" &&
-      format.strict === true &&
-      !strictCompatible(format.schema)
-    ) {
-      format.strict = false
-      changed = true
-    }
-    return changed ? HttpClientRequest.bodyUnsafeJson(request, body) : request
-  })
+export const strictWhereSafe = <R extends Record<string, any>>(request: R): R => {
+  let tools: unknown = request.tools
+  if (Array.isArray(tools) && tools.some(unsafeTool)) {
+    tools = tools.map((tool) => (unsafeTool(tool) ? { ...tool, strict: false } : tool))
+  }
+  const text = request.text
+  const format = isRecord(text) ? text.format : undefined
+  const unsafeFormat =
+    isRecord(format) && format.type === "json_schema" && format.strict === true && !strictCompatible(format.schema)
+  if (tools === request.tools && !unsafeFormat) return request
+  return {
+    ...request,
+    tools,
+    ...(unsafeFormat ? { text: { ...text, format: { ...format, strict: false } } } : {})
+  }
+}
+
+const unsafeTool = (tool: unknown): boolean =>
+  isRecord(tool) && tool.type === "function" && tool.strict === true && !strictCompatible(tool.parameters)

@@ -191,6 +191,8 @@ export class App {
   replayedBelow = 0
   approvalMode: string
   sandboxMode: Sandbox.Mode
+  /** The session's sandbox service once it runs: `/status` asks it what it actually uses. */
+  sandbox: Sandbox.Service | undefined
   exitRequested = false
   /** Press the session's stop button (with the reason recorded). */
   cancel: ((reason: string) => void) | undefined
@@ -581,8 +583,12 @@ export class App {
     ]
   }
 
-  /** The sandbox as it stands (the mode set here, what this machine can run). */
+  /**
+   * The sandbox as it stands: the session's sandbox service says (its launch, and why a long-lived
+   * sandbox fell back to one per command); before it runs, the mode set here and this machine's probe.
+   */
   sandboxStatus(): Sandbox.Status {
+    if (this.sandbox) return { ...Effect.runSync(this.sandbox.status), mode: this.sandboxMode }
     const settings = this.config.sandbox
     const availability = Sandbox.detect()
     return {
@@ -592,7 +598,7 @@ export class App {
       network: settings?.network?.allow ?? [],
       writable: settings?.writable ?? [],
       processes: settings?.processes ?? Sandbox.DEFAULT_PROCESSES,
-      launch: availability.backend === "bubblewrap" && settings?.reuse === true ? "long-lived" : "per-command",
+      launch: availability.backend === "bubblewrap" && settings?.reuse !== false ? "long-lived" : "per-command",
       launchReason: undefined
     }
   }
@@ -1476,7 +1482,12 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
       languageModel: prepared.languageModel,
       plugins: prepared.plugins.plugins,
       tools: Tools.make(events),
-      sandbox: prepared.sandboxOptions
+      sandbox: {
+        ...prepared.sandboxOptions,
+        built: (service) => {
+          app.sandbox = service
+        }
+      }
     })
 
     let code: number = ExitCode.Success

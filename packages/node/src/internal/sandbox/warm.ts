@@ -9,12 +9,15 @@
  * on its stdout in frames of `[type u8][id u32][length u32][bytes]`: 1 stdout, 2 stderr, 3 exit
  * (`{"code","signal"}`; a program that cannot run says why on stderr, `muse-sandbox: cannot run
  * <program>: ENOENT`, and exits 127), 4 closed (both outputs ended), 5 ready. Each command runs in
- * a process group of its own with stdin from /dev/null. With a proxy descriptor (see `proxy.ts`) the
+ * a process group and a PID namespace of its own (a nested `bwrap`, `nestArgs`) with stdin from
+ * /dev/null: it cannot see, signal or trace the supervisor or another command, and what it leaves
+ * running ends with it. The supervisor says it is ready only once such a launch works here. With a proxy descriptor (see `proxy.ts`) the
  * supervisor also runs the network forwarder once and points every command's `HTTP(S)_PROXY` at it.
  *
  * @example
  * ```ts
- * const warm = yield* Warm.start({ file: "bwrap", args: [...bwrapArgs(plan), "--", node, "-e", SUPERVISOR] })
+ * const nest = nestArgs("/usr/bin/bwrap", false)
+ * const warm = await start({ file: "bwrap", args: [...bwrapArgs(plan), "--", node, ...supervisorArgs({ nest })], … })
  * const child = warm.run({ argv: ["sh", "-c", "git status"], cwd: root, env })
  * child.on("exit", (code, signal) => …)
  * ```
@@ -22,6 +25,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { EventEmitter } from "node:events"
 import { PassThrough } from "node:stream"
+import type { Launch } from "../../Sandbox.js"
 import { FORWARD } from "./proxy.js"
 
 /** The largest frame a supervisor sends (its output comes in pipe-sized chunks). */
@@ -44,7 +48,39 @@ const exitOf = (
   }
 }
 
-/** The program the sandbox runs with node (`node -e SUPERVISOR [proxy fd]`). */
+/**
+ * What the supervisor is told at start (`node -e SUPERVISOR <json>`): the proxy channel's
+ * descriptor, and the launcher that gives each command a PID namespace of its own (see `nestArgs`).
+ */
+export interface SupervisorConfig {
+  readonly proxy?: number | undefined
+  readonly nest: ReadonlyArray<string>
+}
+
+/** The arguments after node's path that start the supervisor. */
+export const supervisorArgs = (config: SupervisorConfig): Array<string> => ["-e", SUPERVISOR, JSON.stringify(config)]
+
+/**
+ * The nested `bwrap` each command starts through inside the long-lived sandbox: a new PID namespace
+ * with its own `/proc` over the same mounts, no capabilities, ended with the supervisor. As root
+ * (no user namespace) the supervisor keeps `CAP_SYS_ADMIN` for this launch alone; otherwise a
+ * nested user namespace provides it.
+ */
+export const nestArgs = (bwrap: string, root: boolean): Array<string> => [
+  bwrap,
+  "--dev-bind",
+  "/",
+  "/",
+  "--proc",
+  "/proc",
+  "--unshare-pid",
+  ...(root ? [] : ["--unshare-user"]),
+  "--cap-drop",
+  "ALL",
+  "--die-with-parent"
+]
+
+/** The program the sandbox runs with node (`node -e SUPERVISOR <json config>`). */
 export const SUPERVISOR = String.raw`"use strict"
 ${FORWARD}
 const net = require("net"), { spawn } = require("child_process")
@@ -52,13 +88,18 @@ const out = new net.Socket({ fd: 1, readable: false, writable: true })
 const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); out.write(d ? Buffer.concat([h, d]) : h) }
 const json = (o) => Buffer.from(JSON.stringify(o))
 const kids = new Map()
+const config = JSON.parse(process.argv[1] || "{}"), nest = config.nest || []
 let proxyEnv = {}
+// each command in a PID namespace of its own (and a fresh /proc): it cannot see or signal the
+// supervisor or another command, and whatever it leaves running dies with it
+const nested = (m) => nest.length === 0 ? m.argv : [...nest, "--chdir", m.cwd, "--", ...m.argv]
 const start = (m) => {
   let child
   const env = Object.assign({}, m.env, proxyEnv)
   if (proxyEnv.HTTP_PROXY) { delete env.NO_PROXY; delete env.no_proxy }
   const cannot = (e) => { send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) }
-  try { child = spawn(m.argv[0], m.argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
+  const argv = nested(m)
+  try { child = spawn(argv[0], argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
   catch (e) { cannot(e); send(4, m.id); return }
   const k = { child, done: false, exited: false }
   kids.set(m.id, k)
@@ -80,9 +121,25 @@ let buf = ""
 process.stdin.setEncoding("utf8")
 process.stdin.on("data", (c) => { buf += c; let i; while ((i = buf.indexOf("\n")) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); try { handle(JSON.parse(line)) } catch (e) { process.stderr.write("supervisor: " + e.message + "\n") } } })
 process.stdin.on("end", () => process.exit(0))
+// ready once a command can be started as every command will be: a machine that cannot nest the
+// namespaces gets no long-lived sandbox (the host gives each command a sandbox of its own)
+const probe = (then) => {
+  if (nest.length === 0) return then()
+  const p = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", "true"], { stdio: ["ignore", "ignore", "pipe"] })
+  let said = ""
+  p.stderr.on("data", (d) => { said += d })
+  p.on("error", (e) => { process.stderr.write("commands cannot get a PID namespace of their own here: " + e.message + "\n"); process.exit(1) })
+  p.on("exit", (code) => {
+    if (code === 0) return then()
+    process.stderr.write("commands cannot get a PID namespace of their own here: " + (said.trim().split("\n").pop() || "exit " + code) + "\n")
+    process.exit(1)
+  })
+}
 // with a proxy channel, every command's HTTP(S)_PROXY names the forwarder, started once here
-if (process.argv[1] === undefined) send(5, 0)
-else forward(Number(process.argv[1]), (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
+probe(() => {
+  if (config.proxy === undefined) send(5, 0)
+  else forward(config.proxy, (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
+})
 `
 
 /** A command run by the supervisor: the parts of a `ChildProcess` that running a command needs. */
@@ -93,14 +150,8 @@ export interface WarmChild extends EventEmitter {
   readonly killGroup: () => void
 }
 
-export interface StartOptions {
-  readonly file: string
-  readonly args: ReadonlyArray<string>
-  readonly env: NodeJS.ProcessEnv
-  /** Descriptors from fd 3 on, as for `spawn`. */
-  readonly stdio: ReadonlyArray<number | "pipe">
-  /** Right after the spawn (the proxy channel, the cgroup). */
-  readonly started: (child: ChildProcess) => void
+/** How the supervisor's `bwrap` is spawned: as a sandboxed command is (see `Sandbox.Launch`). */
+export interface StartOptions extends Pick<Launch, "file" | "args" | "env" | "stdio" | "started"> {
   /** Once the supervisor has ended (its cgroup can go). */
   readonly ended?: (() => void) | undefined
   /** How long to wait for the supervisor to say it is ready. */

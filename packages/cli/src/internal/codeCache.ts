@@ -1,0 +1,162 @@
+/**
+ * Loads a CommonJS script with a V8 code cache, so a second start skips parsing and compiling.
+ * Node 20 keeps no compile cache for ES modules; `muse` runs its commands from `dist/boot.cjs`
+ * (the same code as the ES module chunks, as one script) through this loader.
+ *
+ * The cache file's name carries the script's length and CRC-32 and the Node version, architecture and V8
+ * version, so a new build or a new Node never reads an old cache. Its header holds a CRC-32 of the
+ * payload: a truncated or corrupt file is ignored (and rewritten), never handed to V8. A cache
+ * that cannot be read or written (read-only folder, no home) only costs the compile it would
+ * have saved.
+ *
+ * @example
+ * ```ts
+ * import { loadScript } from "./codeCache.js"
+ * const { exports } = loadScript("/path/to/dist/boot.cjs", { dirs: ["/path/to/dist/.code-cache"] })
+ * const { main } = exports as { main: (...args: Array<unknown>) => Promise<number> }
+ * ```
+ */
+import { isAscii } from "node:buffer"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import * as vm from "node:vm"
+import { crc32 } from "node:zlib"
+
+const MAGIC = "muse-code-cache-1\n"
+const DIGEST = 4
+const STALE_MS = 7 * 24 * 60 * 60 * 1000
+
+/** What happened to the cache on this load (for tests and `MUSE_DEBUG_CODE_CACHE`). */
+export type CacheState = "hit" | "missing" | "corrupt" | "rejected" | "off"
+
+export interface Loaded {
+  readonly exports: unknown
+  readonly cache: CacheState
+  /** the cache file read or to be written (undefined when no folder is usable) */
+  readonly cacheFile: string | undefined
+  /** writes the cache now if this load did not use one; false when nothing was written */
+  readonly persist: () => boolean
+}
+
+export interface LoadOptions {
+  /** folders to keep the cache in, first usable wins (missing ones are created) */
+  readonly dirs: ReadonlyArray<string>
+  /** false: compile without a cache and write none */
+  readonly enabled?: boolean
+}
+
+const digest = (data: Uint8Array): Buffer => {
+  const out = Buffer.alloc(DIGEST)
+  out.writeUInt32BE(crc32(data))
+  return out
+}
+
+/** A cache file: MAGIC, CRC-32 of the payload, the payload V8 produced. */
+const encode = (payload: Buffer): Buffer => Buffer.concat([Buffer.from(MAGIC, "latin1"), digest(payload), payload])
+
+const decode = (file: Buffer): Buffer | undefined => {
+  const head = MAGIC.length + DIGEST
+  if (file.length <= head || file.toString("latin1", 0, MAGIC.length) !== MAGIC) return undefined
+  const payload = file.subarray(head)
+  return digest(payload).equals(file.subarray(MAGIC.length, head)) ? payload : undefined
+}
+
+const readIfPresent = (file: string): Buffer | undefined => {
+  try {
+    return fs.readFileSync(file)
+  } catch {
+    return undefined
+  }
+}
+
+/** Writes through a temporary file and a rename, so a reader never sees half a cache. */
+const writeAtomically = (file: string, data: Buffer): boolean => {
+  const tmp = `${file}.${process.pid}.tmp`
+  try {
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(tmp, data)
+    fs.renameSync(tmp, file)
+    return true
+  } catch {
+    try {
+      fs.rmSync(tmp, { force: true })
+    } catch {}
+    return false
+  }
+}
+
+/**
+ * Compiles and runs `file` as a CommonJS module (its own `require`, `module`, `__filename`,
+ * `__dirname`; the script must not use `import()`) with a code cache from the first usable folder.
+ */
+export const loadScript = (file: string, options: LoadOptions): Loaded => {
+  const bytes = fs.readFileSync(file)
+  // an ASCII file becomes a one-byte string without decoding (the build escapes everything else)
+  const source = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
+  const enabled = options.enabled !== false && options.dirs.length > 0
+  const key = enabled
+    ? `${bytes.length.toString(36)}-${digest(bytes).toString("hex")}-${process.version}-${process.arch}-${process.versions.v8}.bin`
+    : undefined
+  let cacheFile = key === undefined ? undefined : path.join(options.dirs[0]!, key)
+  let cachedData: Buffer | undefined
+  let state: CacheState = enabled ? "missing" : "off"
+  if (key !== undefined) {
+    for (const dir of options.dirs) {
+      const candidate = path.join(dir, key)
+      const raw = readIfPresent(candidate)
+      if (raw === undefined) continue
+      cacheFile = candidate
+      cachedData = decode(raw)
+      state = cachedData === undefined ? "corrupt" : "hit"
+      break
+    }
+  }
+  const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
+  const script = new vm.Script(wrapper, {
+    filename: file,
+    ...(cachedData === undefined ? {} : { cachedData })
+  })
+  if (cachedData !== undefined && script.cachedDataRejected === true) state = "rejected"
+  const module = { exports: {} as unknown }
+  const run = script.runInThisContext() as (...args: Array<unknown>) => void
+  run.call(module.exports, module.exports, createRequire(file), module, file, path.dirname(file))
+  let persisted = false
+  const persist = (): boolean => {
+    if (persisted || key === undefined || state === "hit") return false
+    persisted = true
+    const data = encode(script.createCachedData())
+    for (const dir of options.dirs) {
+      if (!writeAtomically(path.join(dir, key), data)) continue
+      // caches of other builds or Node versions not written for a week are left over from
+      // upgrades (another install sharing the folder rewrites its own when it next runs)
+      try {
+        const old = Date.now() - STALE_MS
+        for (const name of fs.readdirSync(dir)) {
+          if (name === key || !name.endsWith(".bin")) continue
+          const file = path.join(dir, name)
+          if (fs.statSync(file).mtimeMs < old) fs.rmSync(file, { force: true })
+        }
+      } catch {}
+      return true
+    }
+    return false
+  }
+  return { exports: module.exports, cache: state, cacheFile, persist }
+}
+
+/**
+ * Where `muse` keeps its code cache: `$MUSE_CODE_CACHE_DIR` when set; else beside the bundle
+ * (`.code-cache/`), or, when that folder is read-only, `$XDG_CACHE_HOME/muse/code-cache`
+ * (default `~/.cache/muse/code-cache`).
+ */
+export const cacheDirs = (script: string, env: NodeJS.ProcessEnv): ReadonlyArray<string> => {
+  if (env.MUSE_CODE_CACHE_DIR !== undefined && env.MUSE_CODE_CACHE_DIR !== "")
+    return [path.resolve(env.MUSE_CODE_CACHE_DIR)]
+  const dirs = [path.join(path.dirname(script), ".code-cache")]
+  const xdg = env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== "" ? env.XDG_CACHE_HOME : undefined
+  const home = env.HOME !== undefined && env.HOME !== "" ? env.HOME : undefined
+  const base = xdg ?? (home === undefined ? undefined : path.join(home, ".cache"))
+  if (base !== undefined && path.isAbsolute(base)) dirs.push(path.join(base, "muse", "code-cache"))
+  return dirs
+}

@@ -1,0 +1,190 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { beforeAll, describe, expect, it } from "vitest"
+import { cacheDirs, loadScript } from "../src/internal/codeCache.js"
+import { buggyRepo, ensureBuilt, fixScript, muse, sandbox, writeScript } from "./support/cli.js"
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "muse-code-cache-"))
+
+/** A CommonJS script big enough for V8 to cache, whose answer shows it ran (and with what). */
+const writeModule = (dir: string, answer: string): string => {
+  const file = path.join(dir, "mod.cjs")
+  const fns = Array.from({ length: 200 }, (_, i) => `function f${i}(x) { return x + ${i} }`).join("\n")
+  fs.writeFileSync(
+    file,
+    `${fns}\nconst here = require("node:path").basename(__filename)\nmodule.exports = { answer: ${JSON.stringify(answer)}, here, sum: f199(1) + f0(1) }\n`
+  )
+  return file
+}
+
+const cacheFiles = (dir: string) => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((n) => n.endsWith(".bin")) : [])
+
+describe("code cache", () => {
+  it("compiles without a cache, writes one, and the next load uses it with the same result", () => {
+    const dir = tmp()
+    const file = writeModule(dir, "first")
+    const cache = path.join(dir, "cache")
+    const a = loadScript(file, { dirs: [cache] })
+    expect(a.cache).toBe("missing")
+    expect(a.exports).toEqual({ answer: "first", here: "mod.cjs", sum: 201 })
+    expect(a.persist()).toBe(true)
+    expect(cacheFiles(cache)).toHaveLength(1)
+    const b = loadScript(file, { dirs: [cache] })
+    expect(b.cache).toBe("hit")
+    expect(b.exports).toEqual(a.exports)
+    expect(b.persist()).toBe(false)
+  })
+
+  it("a corrupt or truncated cache is not handed to V8: the script still runs and the cache is rewritten", () => {
+    const dir = tmp()
+    const file = writeModule(dir, "still right")
+    const cache = path.join(dir, "cache")
+    loadScript(file, { dirs: [cache] }).persist()
+    const [name] = cacheFiles(cache)
+    const cached = path.join(cache, name!)
+    const good = fs.readFileSync(cached)
+
+    const flipped = Buffer.from(good)
+    flipped[flipped.length - 10] = flipped[flipped.length - 10]! ^ 0xff
+    fs.writeFileSync(cached, flipped)
+    const c = loadScript(file, { dirs: [cache] })
+    expect(c.cache).toBe("corrupt")
+    expect(c.exports).toEqual({ answer: "still right", here: "mod.cjs", sum: 201 })
+    expect(c.persist()).toBe(true)
+    expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+
+    for (const bytes of [good.subarray(0, 30), Buffer.alloc(0), Buffer.from("not a cache at all")]) {
+      fs.writeFileSync(cached, bytes)
+      const d = loadScript(file, { dirs: [cache] })
+      expect(d.cache).toBe("corrupt")
+      expect(d.exports).toEqual({ answer: "still right", here: "mod.cjs", sum: 201 })
+    }
+  })
+
+  it("a well-formed cache V8 will not take (another script's) is rejected and the script compiles from source", () => {
+    const dir = tmp()
+    const other = path.join(dir, "other")
+    fs.mkdirSync(other)
+    const cache = path.join(dir, "cache")
+    // the other script's cache, under this script's name
+    const otherFile = path.join(other, "mod.cjs")
+    fs.writeFileSync(otherFile, "module.exports = { answer: 'other' }\n")
+    const first = loadScript(otherFile, { dirs: [path.join(dir, "other-cache")] })
+    first.persist()
+    // (the name of this script's cache, from a copy elsewhere: V8 keeps what it compiled in
+    // memory by file name, and the load below must compile)
+    const copy = path.join(dir, "copy")
+    fs.mkdirSync(copy)
+    const mine = loadScript(writeModule(copy, "mine"), { dirs: [cache] })
+    const file = writeModule(dir, "mine")
+    const [name] = cacheFiles(path.join(dir, "other-cache"))
+    fs.mkdirSync(cache, { recursive: true })
+    fs.copyFileSync(path.join(dir, "other-cache", name!), path.join(cache, path.basename(mine.cacheFile!)))
+    const r = loadScript(file, { dirs: [cache] })
+    expect(r.cache).toBe("rejected")
+    expect(r.exports).toEqual({ answer: "mine", here: "mod.cjs", sum: 201 })
+    expect(r.persist()).toBe(true)
+    expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+  })
+
+  it("a new build of the script never reads the old cache; writing one removes caches unwritten for a week", () => {
+    const dir = tmp()
+    const cache = path.join(dir, "cache")
+    const file = writeModule(dir, "build one")
+    loadScript(file, { dirs: [cache] }).persist()
+    const [one] = cacheFiles(cache)
+    writeModule(dir, "build two") // same length, other content
+    const two = loadScript(file, { dirs: [cache] })
+    expect(two.cache).toBe("missing")
+    expect((two.exports as { answer: string }).answer).toBe("build two")
+    two.persist()
+    // another install may share the folder: a recent cache of another build stays
+    expect(cacheFiles(cache).sort()).toEqual([one!, path.basename(two.cacheFile!)].sort())
+    const weekOld = new Date(Date.now() - 8 * 24 * 60 * 60 * 1000)
+    fs.utimesSync(path.join(cache, one!), weekOld, weekOld)
+    writeModule(dir, "build six")
+    loadScript(file, { dirs: [cache] }).persist()
+    expect(cacheFiles(cache)).not.toContain(one)
+    expect(cacheFiles(cache)).toContain(path.basename(two.cacheFile!))
+  })
+
+  it("an unwritable folder falls through to the next; with none writable the script still runs", () => {
+    const dir = tmp()
+    const file = writeModule(dir, "runs")
+    const blocker = path.join(dir, "a-file")
+    fs.writeFileSync(blocker, "")
+    const unwritable = path.join(blocker, "cache") // a folder inside a file cannot be made
+    const writable = path.join(dir, "fallback")
+    const a = loadScript(file, { dirs: [unwritable, writable] })
+    expect(a.persist()).toBe(true)
+    expect(cacheFiles(writable)).toHaveLength(1)
+    expect(loadScript(file, { dirs: [unwritable, writable] }).cache).toBe("hit")
+
+    const b = loadScript(file, { dirs: [unwritable] })
+    expect(b.cache).toBe("missing")
+    expect(b.exports).toEqual({ answer: "runs", here: "mod.cjs", sum: 201 })
+    expect(b.persist()).toBe(false)
+    expect(fs.readdirSync(dir).filter((n) => n.endsWith(".tmp"))).toEqual([])
+
+    const off = loadScript(file, { dirs: [writable], enabled: false })
+    expect(off.cache).toBe("off")
+    expect(off.persist()).toBe(false)
+  })
+
+  it("cacheDirs: beside the bundle, then the user's cache folder; MUSE_CODE_CACHE_DIR replaces both", () => {
+    expect(cacheDirs("/opt/muse/dist/boot.cjs", { HOME: "/home/u" })).toEqual([
+      "/opt/muse/dist/.code-cache",
+      "/home/u/.cache/muse/code-cache"
+    ])
+    expect(cacheDirs("/opt/muse/dist/boot.cjs", { HOME: "/home/u", XDG_CACHE_HOME: "/xdg" })).toEqual([
+      "/opt/muse/dist/.code-cache",
+      "/xdg/muse/code-cache"
+    ])
+    expect(cacheDirs("/opt/muse/dist/boot.cjs", { XDG_CACHE_HOME: "relative" })).toEqual(["/opt/muse/dist/.code-cache"])
+    expect(cacheDirs("/opt/muse/dist/boot.cjs", { HOME: "/home/u", MUSE_CODE_CACHE_DIR: "/c" })).toEqual(["/c"])
+  })
+})
+
+describe("muse with its code cache", () => {
+  beforeAll(() => ensureBuilt(), 240_000)
+
+  it("fixes the same bug with no cache, with the cache, with a corrupt cache and with the cache off; each log replays exactly", () => {
+    const sb = sandbox()
+    const cache = path.join(sb.root, "code-cache")
+    const env = { MUSE_CODE_CACHE_DIR: cache, MUSE_DEBUG_CODE_CACHE: "1" }
+    const run = (expected: string, extra: NodeJS.ProcessEnv = {}) => {
+      const repo = buggyRepo(sb.root)
+      const script = writeScript(sb, "fix", fixScript())
+      const r = muse(
+        [
+          "run",
+          "The unit test fails. Fix it.",
+          "--script",
+          script,
+          "--allow",
+          "run_shell:npm test",
+          "--output-format",
+          "json"
+        ],
+        { sb, cwd: repo, env: { ...env, ...extra } }
+      )
+      expect(r.code, r.stderr).toBe(0)
+      expect(r.stderr).toContain(`muse: code cache ${expected}`)
+      expect(fs.readFileSync(path.join(repo, "sum.js"), "utf8")).toBe("export const sum = (a, b) => a + b\n")
+      const out = JSON.parse(r.stdout) as { session: string; text: string }
+      expect(out.text).toContain("Fixed: sum adds and npm test passes.")
+      const replay = muse(["replay", out.session, "--verify"], { sb, env: { MUSE_CODE_CACHE: "0" } })
+      expect(replay.code, replay.stderr).toBe(0)
+    }
+    run("missing")
+    expect(cacheFiles(cache)).toHaveLength(1) // written at exit at the latest
+    run("hit")
+    const cached = path.join(cache, cacheFiles(cache)[0]!)
+    const bytes = fs.readFileSync(cached)
+    bytes[bytes.length - 1] = bytes[bytes.length - 1]! ^ 0xff
+    fs.writeFileSync(cached, bytes)
+    run("corrupt")
+    run("off", { MUSE_CODE_CACHE: "0" })
+  }, 240_000)
+})
