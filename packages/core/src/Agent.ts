@@ -667,9 +667,11 @@ export const make = (
             }
           },
           observe: paths.length > 0 || def.observe ? observeCall(def, params, ctx, paths) : undefined,
-          // a read changes nothing: it need not wait for its intent to reach the disk (a crash that
-          // loses the intent leaves the call unrecorded, and resume asks again; invariant 5 re-runs reads)
-          durableIntent: def.effect !== "read",
+          // a read by this process's own code changes nothing: it need not wait for its intent to
+          // reach the disk (a crash that loses the intent leaves the call unrecorded, and resume asks
+          // again; invariant 5 re-runs reads). A tool must say so itself (`durableIntent: false`):
+          // "read" alone may be another process's claim (an MCP server's annotations).
+          durableIntent: def.effect !== "read" || def.durableIntent !== false,
           run: () =>
             Effect.flatMap(aliasRefusal(paths), (refusal) =>
               refusal !== undefined

@@ -204,6 +204,7 @@ const reportTool = (name: string, policy: ReportPolicy.Service) =>
       text: Schema.String
     },
     effect: "read",
+    durableIntent: false,
     internal: true,
     summarize: ({ importance, text }) => `report ${importance}: ${text.slice(0, 80)}`,
     handler: ({ importance, text }, ctx) =>
@@ -224,6 +225,7 @@ const verdictTool = (
       critique: Schema.String
     },
     effect: "read",
+    durableIntent: false,
     internal: true,
     summarize: ({ worker, verdict }) => `verdict for ${worker}: ${verdict}`,
     handler: ({ worker, verdict, critique }, ctx) =>
@@ -840,6 +842,7 @@ export const make = (
           "Give a task to a crew member, by role (worker, reviewer, explorer, …) or by name (worker-1). Returns at once; the member works in the background and reports back.",
         parameters: { to: Schema.String, task: Schema.String },
         effect: "read",
+        durableIntent: false,
         internal: true,
         summarize: ({ to, task }) => `delegate to ${to}: ${task.slice(0, 80)}`,
         handler: ({ to, task }, ctx) =>
@@ -852,6 +855,7 @@ export const make = (
         description: "Send a message to a crew member (by name or role); it reads it at its next step.",
         parameters: { to: Schema.String, text: Schema.String },
         effect: "read",
+        durableIntent: false,
         internal: true,
         handler: ({ to, text }, ctx) =>
           service.message({ to, text, from: ctx.agent, id: `${ctx.agent}:${ctx.callId}` }).pipe(
@@ -864,6 +868,7 @@ export const make = (
         description: "List crew members with their role, status and current task.",
         parameters: {},
         effect: "read",
+        durableIntent: false,
         handler: () => Effect.map(service.status, (members) => ({ members }))
       }),
       Tools.make({
@@ -871,6 +876,7 @@ export const make = (
         description: "Restart a failed or stopped crew member; it keeps its conversation.",
         parameters: { name: Schema.String },
         effect: "read",
+        durableIntent: false,
         internal: true,
         handler: ({ name }, ctx) =>
           Effect.flatMap(rec.replaying(ctx.agent), (replaying) => service.restart(name, { whenEnded: replaying })).pipe(
@@ -883,6 +889,7 @@ export const make = (
         description: "Stop a crew member after its current task.",
         parameters: { name: Schema.String },
         effect: "read",
+        durableIntent: false,
         internal: true,
         handler: ({ name }, ctx) =>
           service.stop(name, `${ctx.agent}:${ctx.callId}`).pipe(

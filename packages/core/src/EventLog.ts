@@ -146,6 +146,11 @@ export interface Service {
    */
   readonly putBlob: (data: Uint8Array | string, options?: BlobOptions) => Effect.Effect<string, EventLogError>
   readonly getBlob: (hash: string) => Effect.Effect<Uint8Array, EventLogError>
+  /**
+   * How many batches the backend has made durable since this log was opened: each is one
+   * `fdatasync` of the file log, one transaction of a database's. What a turn costs in syncs.
+   */
+  readonly commits: Effect.Effect<number>
 }
 
 export interface BlobOptions {
@@ -185,6 +190,8 @@ export interface MakeOptions {
   readonly redactor?: Redactor.Redactor | undefined
   /** Largest number of events one commit carries (a larger `appendAll` is still committed whole). */
   readonly maxBatch?: number | undefined
+  /** How long an `enqueue`d event waits for a durable append to share a sync with (default `LAZY_COMMIT_MS`). */
+  readonly lazyCommitMs?: number | undefined
 }
 
 interface Pending {
@@ -227,6 +234,8 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
     const sessionId = options.sessionId
     const redactor = options.redactor ?? Redactor.none
     const maxBatch = Math.max(1, options.maxBatch ?? 4096)
+    const lazyCommitMs = Math.max(0, options.lazyCommitMs ?? LAZY_COMMIT_MS)
+    let commits = 0
     let nextSeq = backend.lastSeq + 1
     let durableSeq = backend.lastSeq
     let failure: EventLogError | undefined
@@ -250,7 +259,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       lazyTimer = setTimeout(() => {
         lazyTimer = undefined
         commitNow()
-      }, LAZY_COMMIT_MS)
+      }, lazyCommitMs)
       lazyTimer.unref?.()
     }
     // callers of `flush`, each waiting for a seq to become durable
@@ -323,6 +332,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
               wakeFlushers()
             }),
           onSuccess: () => {
+            commits++
             durableSeq = batch[batch.length - 1]!.event.seq
             settleAll(group, undefined)
             wakeFlushers()
@@ -454,6 +464,7 @@ export const make = (backend: Backend, options: MakeOptions): Effect.Effect<Serv
       stream,
       lastSeq: Effect.sync(() => durableSeq),
       settled: Effect.sync(() => durableSeq === nextSeq - 1),
+      commits: Effect.sync(() => commits),
       flush: Effect.async<void, EventLogError>((resume) => {
         const seq = nextSeq - 1
         if (failure) return resume(Effect.fail(failure))

@@ -131,6 +131,15 @@ export interface Definition<P = any, S = any, R = never> {
    * or when its answer is still too large, `fitResult` cuts the result generically.
    */
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
+  /**
+   * `false`: a `read` tool whose handler is this process's own code (reading files, listing,
+   * searching, in-session state) may start before its `tool.started` intent is durable, sparing the
+   * call a wait for the disk; a crash that loses the intent loses nothing a resume needs (the call
+   * runs again). Default, and always for any other effect class: the call waits. Leave it unset for
+   * a tool run by another process on the strength of that process's own claim (an MCP server's
+   * `readOnlyHint`): its "read-only" is not trusted with durability.
+   */
+  readonly durableIntent?: boolean | undefined
 }
 
 export interface MakeOptions<F extends Schema.Struct.Fields, S, R = never> {
@@ -153,6 +162,8 @@ export interface MakeOptions<F extends Schema.Struct.Fields, S, R = never> {
     | undefined
   readonly internal?: boolean | undefined
   readonly fit?: ((result: S, budget: Budget) => unknown) | undefined
+  /** See `Definition.durableIntent`. */
+  readonly durableIntent?: boolean | undefined
 }
 
 /** Names some providers reserve for their own built-in tools; a user tool must not use them. */
@@ -197,7 +208,8 @@ export const make = <const F extends Schema.Struct.Fields, S, R = never>(
     observe: options.observe,
     settle: options.settle,
     internal: options.internal ?? false,
-    fit: options.fit
+    fit: options.fit,
+    durableIntent: options.durableIntent
   }
 }
 
@@ -315,7 +327,8 @@ export const fromJsonSchema = <S>(options: FromJsonSchemaOptions<S>): Definition
     paths: options.paths ?? (() => []),
     preview: options.preview,
     command: options.command,
-    internal: options.internal ?? false
+    internal: options.internal ?? false,
+    durableIntent: options.durableIntent
   }
 }
 

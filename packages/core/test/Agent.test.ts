@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Deferred, Effect, Layer, Schema } from "effect"
 import {
   Agent,
   type Approvals,
@@ -544,6 +544,94 @@ describe("Agent loop", () => {
       expect(user.content.map((p: any) => p.text)).toEqual(["finish the todo", "(be brief)"])
       const tool = sm.prompts[1]!.content.find((m) => m.role === "tool") as any
       expect(tool.content[0].result).toBe(5)
+    })
+  )
+})
+
+describe("Agent loop: when a tool call waits for its intent to be durable", () => {
+  /**
+   * A log whose commit of a batch holding a `tool.started` waits until the tool's handler opens the
+   * gate (or a second passes, so a call that waits is not stuck): the handler notes whether its intent
+   * was stored when it ran.
+   */
+  const callWith = (tool: Tools.Definition) =>
+    Effect.gen(function* () {
+      const gate = yield* Deferred.make<void>()
+      const base = yield* EventLog.memoryBackend()
+      const backend: EventLog.Backend = {
+        ...base,
+        commit: (batch) =>
+          Effect.zipRight(
+            batch.some((c) => c.event.type === "tool.started")
+              ? // (the committer cannot be interrupted: the timer opens the gate from outside)
+                Effect.zipRight(
+                  Effect.forkDaemon(Effect.zipRight(Effect.sleep("1 second"), Deferred.succeed(gate, undefined))),
+                  Deferred.await(gate)
+                )
+              : Effect.void,
+            base.commit(batch)
+          )
+      }
+      const seen: Array<boolean> = []
+      const wrapped: Tools.Definition = {
+        ...tool,
+        handler: (params, ctx) =>
+          Effect.sync(() => seen.push(base.events.some((e) => e.type === "tool.started"))).pipe(
+            Effect.zipRight(Deferred.succeed(gate, undefined)),
+            Effect.zipRight(tool.handler(params, ctx))
+          )
+      }
+      const log = Layer.scoped(EventLog.EventLog, EventLog.make(backend, { sessionId: "gated" }))
+      const result = yield* Session.run(
+        Effect.flatMap(Agent.make({ name: "main", instructions: "Look." }), (agent) => agent.send("look")).pipe(
+          Effect.provide(
+            layerAgentServices({
+              script: [Scripted.toolCalls([{ id: "c1", name: tool.name, params: {} }]), Scripted.text("Seen.")],
+              tools: [wrapped]
+            })
+          )
+        )
+      ).pipe(Effect.provide(log))
+      expect(result.status).toBe("completed")
+      return seen
+    })
+
+  it.live("a read tool of this process's own code (durableIntent: false) runs before its intent is stored", () =>
+    Effect.gen(function* () {
+      const own = Tools.make({
+        name: "look",
+        description: "Look",
+        parameters: {},
+        effect: "read",
+        durableIntent: false,
+        handler: () => Effect.succeed("ok")
+      })
+      expect(yield* callWith(own)).toEqual([false])
+    })
+  )
+
+  it.live("a tool that is 'read' on another process's word (an MCP server's hints) waits for its intent", () =>
+    Effect.gen(function* () {
+      // built as the MCP plugin builds a server's tool that says readOnlyHint and not openWorldHint
+      const claimed = Tools.fromJsonSchema({
+        name: "mcp__srv__look",
+        description: "Look",
+        jsonSchema: { type: "object" },
+        validate: () => undefined,
+        effect: "read",
+        handler: () => Effect.succeed("ok")
+      })
+      expect(yield* callWith(claimed)).toEqual([true])
+      // and a write never skips the wait, whatever it says
+      const write = Tools.make({
+        name: "put",
+        description: "Put",
+        parameters: {},
+        effect: "write",
+        durableIntent: false,
+        handler: () => Effect.succeed("ok")
+      })
+      expect(yield* callWith(write)).toEqual([true])
     })
   )
 })

@@ -172,6 +172,7 @@ describe("EventLog commits", () => {
       yield* log.enqueue({ agent: "main", type: "tool.completed", data: {} })
       yield* log.append({ agent: "main", type: "model.requested", data: {} })
       expect(commits).toEqual([["model.responded", "tool.started", "tool.completed", "model.requested"]])
+      expect(yield* log.commits).toBe(1)
     })
   )
 

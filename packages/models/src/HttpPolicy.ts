@@ -168,30 +168,93 @@ export const isStreamingRequest = (request: HttpClientRequest.HttpClientRequest)
   if (request.url.includes("alt=sse") || request.url.includes(":streamGenerateContent")) return true
   const body = request.body
   if (body._tag === "Raw" && typeof body.body === "string") {
-    if (body.body.includes('"stream":true') || body.body.includes('"stream": true')) return true
-    if (!/"stream"\s*:\s*true/.test(body.body)) return false
-    try {
-      return JSON.parse(body.body)?.stream === true
-    } catch {
-      return false
-    }
+    const text = body.body
+    if (
+      topLevelMember(
+        text.length,
+        (i) => text.charCodeAt(i),
+        (key, from) => text.indexOf(key, from)
+      )
+    )
+      return true
+    return looseStreamTrue(text, () => text)
   }
   if (body._tag !== "Uint8Array") return false
   // Look for the key in the bytes, without decoding or parsing the body (a prompt can be large, and
-  // this runs for every request). Inside a JSON string a quote is escaped, so `"stream":true` there
-  // is never a match; the providers' clients write it at the top level.
+  // this runs for every request): the bytes of JSON's brackets, quotes and backslashes never occur
+  // inside a multi-byte UTF-8 character, so the nesting can be followed byte by byte.
   const bytes = Buffer.from(body.body.buffer, body.body.byteOffset, body.body.byteLength)
-  if (bytes.indexOf(compactKey) !== -1 || bytes.indexOf(spacedKey) !== -1) return true
-  if (!/"stream"\s*:\s*true/.test(bytes.toString("latin1"))) return false
+  if (
+    topLevelMember(
+      bytes.length,
+      (i) => bytes[i]!,
+      (key, from) => bytes.indexOf(key, from)
+    )
+  )
+    return true
+  return looseStreamTrue(bytes.toString("latin1"), () => bytes.toString("utf8"))
+}
+
+const KEYS = ['"stream":true', '"stream": true'] as const
+
+/**
+ * Whether `"stream":true` (or `"stream": true`, as the providers' clients write it) is a member of
+ * the JSON text's top-level object, not of an object nested in it (a tool's JSON schema, say). Inside
+ * a JSON string a quote is escaped, so a message quoting the text never matches; a match is then
+ * checked by following the nesting from the start up to it (no parse, no allocation). The clients
+ * write the field last: a match followed by nothing but the closing brace of the text is the top
+ * level's (in valid JSON a string cannot end there), and is known without following anything.
+ */
+const topLevelMember = (
+  length: number,
+  at: (i: number) => number,
+  find: (key: string, from: number) => number
+): boolean => {
+  let end = length - 1
+  while (end >= 0 && isSpace(at(end))) end--
+  if (end >= 0 && at(end) === 0x7d) {
+    let last = end - 1
+    while (last >= 0 && isSpace(at(last))) last--
+    for (const key of KEYS) {
+      const start = last + 1 - key.length
+      if (start > 0 && find(key, start) === start) return true
+    }
+  }
+  let depth = 0
+  let inString = false
+  let pos = 0
+  const next = [find(KEYS[0], 0), find(KEYS[1], 0)]
+  for (;;) {
+    const k = next[0] === -1 ? 1 : next[1] === -1 ? 0 : next[0]! <= next[1]! ? 0 : 1
+    const hit = next[k]!
+    if (hit === -1) return false
+    for (; pos < hit && pos < length; pos++) {
+      const c = at(pos)
+      if (inString) {
+        if (c === 0x5c)
+          pos++ // a backslash escapes the next character
+        else if (c === 0x22) inString = false
+      } else if (c === 0x22) inString = true
+      else if (c === 0x7b || c === 0x5b) depth++
+      else if (c === 0x7d || c === 0x5d) depth--
+    }
+    // (an escape just before the match moved `pos` past it: that match is inside a string)
+    if (pos === hit && !inString && depth === 1) return true
+    next[k] = find(KEYS[k]!, hit + 1)
+  }
+}
+
+const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09
+
+/** `"stream"` and `true` with other spacing (a pretty-printed body): rare, so parsed to be sure. */
+const looseStreamTrue = (scan: string, text: () => string): boolean => {
+  if (!/"stream"\s*:\s*true/.test(scan)) return false
   try {
-    return JSON.parse(bytes.toString("utf8"))?.stream === true
+    return JSON.parse(text())?.stream === true
   } catch {
     return false
   }
 }
-
-const compactKey = Buffer.from('"stream":true')
-const spacedKey = Buffer.from('"stream": true')
 
 const withIdleTimeout = (
   response: HttpClientResponse.HttpClientResponse,

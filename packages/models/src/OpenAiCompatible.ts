@@ -90,8 +90,9 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
           messagesJson(providerOptions.prompt),
           {
             ...toolFields(providerOptions),
+            // (`stream` last: `HttpPolicy.isStreamingRequest` sees it there without reading the body)
             ...(stream
-              ? { stream: true, ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }) }
+              ? { ...(options.streamUsage === false ? {} : { stream_options: { include_usage: true } }), stream: true }
               : {})
           }
         )

@@ -64,6 +64,41 @@ describe("HttpPolicy", () => {
     ).toBe(true)
   })
 
+  it("decides by the top-level stream field: a tool schema or a nested object saying stream true is not a stream", () => {
+    const post = (body: unknown) => HttpClientRequest.post("/x", { body: HttpBody.unsafeJson(body) })
+    const raw = (text: string) =>
+      HttpClientRequest.post("/x", { body: HttpBody.raw(text, { contentType: "application/json" }) })
+    const schemaSaysStream = {
+      model: "m",
+      messages: [{ role: "user", content: 'say {"stream":true}' }],
+      tools: [
+        {
+          type: "function",
+          function: {
+            name: "tail",
+            parameters: { type: "object", properties: { stream: true }, default: { stream: true } }
+          }
+        }
+      ],
+      metadata: { stream: true }
+    }
+    for (const text of [JSON.stringify(schemaSaysStream), JSON.stringify(schemaSaysStream, null, 1)]) {
+      expect(HttpPolicy.isStreamingRequest(raw(text))).toBe(false)
+    }
+    expect(HttpPolicy.isStreamingRequest(post(schemaSaysStream))).toBe(false)
+    expect(HttpPolicy.isStreamingRequest(post({ ...schemaSaysStream, stream: false }))).toBe(false)
+    // the same body asking for a stream, the field before or after the nested ones, compact or spaced
+    expect(HttpPolicy.isStreamingRequest(post({ ...schemaSaysStream, stream: true }))).toBe(true)
+    expect(HttpPolicy.isStreamingRequest(post({ stream: true, ...schemaSaysStream }))).toBe(true)
+    expect(HttpPolicy.isStreamingRequest(raw(JSON.stringify({ ...schemaSaysStream, stream: true }, null, 1)))).toBe(
+      true
+    )
+    expect(HttpPolicy.isStreamingRequest(raw('{"tools":[{"stream": true}], "stream": true}'))).toBe(true)
+    // a string ending in a backslash just before the key, and one holding brackets and quotes
+    expect(HttpPolicy.isStreamingRequest(post({ a: "x\\", b: '}]{["\\"', stream: true }))).toBe(true)
+    expect(HttpPolicy.isStreamingRequest(post({ a: '{"stream":true}', b: { c: "]}" } }))).toBe(false)
+  })
+
   it("OpenAI strict mode only where the schema allows it", () => {
     const obj = (properties: Record<string, unknown>, required: Array<string>, extra = {}) => ({
       type: "object",

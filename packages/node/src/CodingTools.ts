@@ -309,6 +309,7 @@ const numbered = (n: number, line: string) => `${String(n).padStart(6)}\t${line}
 
 type ReadOutcome =
   | { readonly _tag: "binary"; readonly why: string; readonly size: number }
+  | { readonly _tag: "special"; readonly directory: boolean }
   | {
       readonly _tag: "text"
       readonly lines: Array<string>
@@ -320,18 +321,21 @@ type ReadOutcome =
 /** Files up to this size are read in one call rather than streamed (most files an agent reads). */
 const ONE_READ_BYTES = 64 * KiB
 
+/** What a larger file is read in, a chunk at a time. */
+const READ_CHUNK_BYTES = 64 * KiB
+
+const readAt = (fd: number, into: Buffer, position: number): Promise<number> =>
+  new Promise((resolve, reject) => fs.read(fd, into, 0, into.length, position, (e, n) => (e ? reject(e) : resolve(n))))
+
 /**
  * Stream the file once: strict UTF-8 check, line count, and the selected lines within a byte budget.
- * `size` is the file's size at its `stat`: a small file is read whole, in one synchronous call (a
- * stream costs several thread-pool round trips and more than the read itself).
+ * The file is read as it was when opened: up to the size its open descriptor has then, whatever it
+ * does while it is read (a file that grows is not read past that; one replaced by a FIFO or a device
+ * after the caller's `stat` is refused, never waited on: it is opened without blocking and checked
+ * by its descriptor). A small file is read in one synchronous call (a stream costs several
+ * thread-pool round trips and more than the read itself).
  */
-const readLines = async (
-  abs: string,
-  start: number,
-  limit: number,
-  maxBytes: number,
-  statSize = Number.POSITIVE_INFINITY
-): Promise<ReadOutcome> => {
+const readLines = async (abs: string, start: number, limit: number, maxBytes: number): Promise<ReadOutcome> => {
   const decoder = new TextDecoder("utf-8", { fatal: true })
   const selected: Array<string> = []
   let bytes = 0
@@ -379,15 +383,24 @@ const readLines = async (
     if (carry.length > 2 * maxBytes) carry = carry.slice(0, 2 * maxBytes)
     return undefined
   }
-  const stream = statSize <= ONE_READ_BYTES ? undefined : fs.createReadStream(abs, { highWaterMark: 64 * KiB })
+  const fd = fs.openSync(abs, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
   try {
-    if (stream === undefined) {
-      const why = consume(fs.readFileSync(abs))
-      if (why !== undefined) return { _tag: "binary", why, size }
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) return { _tag: "special", directory: st.isDirectory() }
+    if (st.size <= ONE_READ_BYTES) {
+      const buf = Buffer.allocUnsafe(st.size)
+      let got = 0
+      for (let n = -1; got < st.size && n !== 0; got += n) n = fs.readSync(fd, buf, got, st.size - got, got)
+      const why = consume(buf.subarray(0, got))
+      if (why !== undefined) return { _tag: "binary", why, size: st.size }
     } else {
-      for await (const chunk of stream as AsyncIterable<Buffer>) {
-        const why = consume(chunk)
-        if (why !== undefined) return { _tag: "binary", why, size: (await fs.promises.stat(abs)).size }
+      for (let pos = 0; pos < st.size; ) {
+        const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK_BYTES, st.size - pos))
+        const n = await readAt(fd, chunk, pos)
+        if (n === 0) break
+        pos += n
+        const why = consume(chunk.subarray(0, n))
+        if (why !== undefined) return { _tag: "binary", why, size: st.size }
       }
     }
     try {
@@ -396,7 +409,7 @@ const readLines = async (
       return { _tag: "binary", why: "it is not valid UTF-8", size }
     }
   } finally {
-    stream?.destroy()
+    fs.closeSync(fd)
   }
   if (carry !== "") take(carry)
   return { _tag: "text", lines: selected, total: lineNo, capped, ...(cutLine !== undefined ? { cutLine } : {}) }
@@ -408,6 +421,7 @@ export const readFile = (options: Options = {}): Tools.Definition => {
     name: names.readFile,
     description: Descriptions.READ_FILE,
     effect: "read",
+    durableIntent: false,
     parameters: {
       path: Schema.String.annotations({ description: "File path, relative to the workspace root" }),
       offset: Schema.optional(
@@ -428,8 +442,13 @@ export const readFile = (options: Options = {}): Tools.Definition => {
         if (st.isDirectory()) return yield* fail(`${rel} is a directory; use list_files to see its contents`)
         if (!st.isFile()) return yield* fail(`${rel} is not a regular file`)
         const start = offset ?? 1
-        const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes, st.size))
+        const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes))
         if (out._tag === "binary") return yield* fail(binaryMessage(rel, out.size, out.why))
+        // (what the path named changed since the stat above)
+        if (out._tag === "special")
+          return yield* fail(
+            out.directory ? `${rel} is a directory; use list_files to see its contents` : `${rel} is not a regular file`
+          )
         const end = start + out.lines.length - 1
         const result: ReadResult = {
           path: rel,
@@ -650,6 +669,7 @@ export const listFiles = (options: Options = {}): Tools.Definition => {
     name: names.listFiles,
     description: Descriptions.LIST_FILES,
     effect: "read",
+    durableIntent: false,
     parameters: {
       path: Schema.optional(Schema.String.annotations({ description: "Directory to list (default: the root)" })),
       pattern: Schema.optional(Schema.String.annotations({ description: 'Glob, e.g. "*.ts" or "src/**/*.md"' })),
@@ -729,6 +749,7 @@ export const grep = (options: Options = {}): Tools.Definition => {
     name: names.grep,
     description: Descriptions.GREP,
     effect: "read",
+    durableIntent: false,
     parameters: {
       pattern: Schema.String.annotations({ description: "Regular expression to search for" }),
       path: Schema.optional(Schema.String.annotations({ description: "File or directory to search (default: root)" })),

@@ -501,6 +501,8 @@ export interface Options {
   readonly redactor?: Redactor.Redactor | undefined
   /** The key that seals blobs holding a secret (default `defaultKeyFile()`, outside the state directory). */
   readonly keyFile?: string | undefined
+  /** How long an event appended without waiting waits to share a sync (default `EventLog.LAZY_COMMIT_MS`). */
+  readonly lazyCommitMs?: number | undefined
 }
 
 /** Whether `session` can name a session (letters, digits, `.`, `_`, `-`; not starting with `.`). */
@@ -635,7 +637,11 @@ export const open = (
       putSealed: blobs.putSealed,
       getBlob: blobs.get
     }
-    return yield* EventLog.make(backend, { sessionId: session, redactor: options.redactor })
+    return yield* EventLog.make(backend, {
+      sessionId: session,
+      redactor: options.redactor,
+      lazyCommitMs: options.lazyCommitMs
+    })
   })
 
 /** The log file of an existing session (for readers). */

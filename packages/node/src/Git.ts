@@ -32,7 +32,7 @@
  * if (r.status === 0) console.log(r.stdout.trim())
  * ```
  */
-import { type SpawnOptions, type SpawnSyncReturns, spawn, spawnSync } from "node:child_process"
+import { type SpawnSyncReturns, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -330,7 +330,6 @@ export const repoOverrides = (entries: ReadonlyArray<ConfigEntry>): Array<readon
 export const MIN_VERSION: readonly [number, number] = [2, 31]
 
 let versionChecked: string | null | undefined
-let versionChecking: Promise<string | undefined> | undefined
 
 const judgeVersion = (r: {
   readonly stdout: string
@@ -348,18 +347,6 @@ const judgeVersion = (r: {
     : null
 }
 
-/**
- * Why muse cannot run the `git` on `PATH` (missing, or older than {@link MIN_VERSION}), or
- * `undefined` when it can. Asked once per process.
- */
-export const versionProblem = (): string | undefined => {
-  if (versionChecked === undefined) {
-    const r = spawnSync("git", ["version"], { encoding: "utf8", env: environment() })
-    versionChecked = judgeVersion({ stdout: r.stdout ?? "", stderr: r.stderr ?? "", error: r.error, status: r.status })
-  }
-  return versionChecked ?? undefined
-}
-
 /** Output of a git process run by {@link run}. */
 export interface Ran {
   readonly status: number | null
@@ -368,12 +355,75 @@ export interface Ran {
   readonly error?: Error | undefined
 }
 
-const spawnGit = (args: ReadonlyArray<string>, options: SpawnOptions, input?: string): Promise<Ran> =>
+/** One git process {@link steps} asks its driver to run. */
+export interface GitCall {
+  readonly args: ReadonlyArray<string>
+  /** Absent for `git version`, which runs anywhere. */
+  readonly cwd?: string | undefined
+  readonly env: Record<string, string | undefined>
+  readonly input?: string | undefined
+}
+
+const VERSION_ARGS: ReadonlyArray<string> = ["version"]
+
+/** The version check as steps: nothing to run once this process knows the answer. */
+function* versionSteps<R extends Ran>(): Generator<GitCall, string | undefined, R> {
+  if (versionChecked === undefined) {
+    const r = yield { args: VERSION_ARGS, env: environment() }
+    // (a process that could not start has no output at all)
+    versionChecked ??= judgeVersion({
+      status: r.status,
+      stdout: r.stdout ?? "",
+      stderr: r.stderr ?? "",
+      error: r.error
+    })
+  }
+  return versionChecked ?? undefined
+}
+
+/**
+ * The git processes behind one hardened `git <args>`, in order, whoever runs them: the version
+ * check and the configuration listing for a command that may read file contents (each skipped when
+ * this process already knows the answer), then the command. The driver answers each yielded
+ * {@link GitCall} with what the process gave; the generator returns the command's result, the
+ * listing's when that failed, or a string saying why git cannot run at all. {@link runSync} drives
+ * it with `spawnSync`, {@link run} with `spawn`; another driver (an Effect, say) can do the same.
+ */
+export function* steps<R extends Ran>(
+  args: ReadonlyArray<string>,
+  options: RunSyncOptions
+): Generator<GitCall, R | string, R> {
+  // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
+  if (!readsContent(args))
+    return yield { args, cwd: options.cwd, env: environment([], options.env), input: options.input }
+  const problem = yield* versionSteps<R>()
+  if (problem) return problem
+  const env = environment([], options.env)
+  let overrides = knownOverrides(options.cwd, env)
+  if (!overrides) {
+    const list = yield { args: LIST_CONFIG, cwd: options.cwd, env }
+    if (list.status !== 0) return list
+    overrides = overridesFromListing(list.stdout, options.cwd, env)
+  }
+  return yield { args, cwd: options.cwd, env: environment(overrides, options.env), input: options.input }
+}
+
+const spawnSyncCall = (call: GitCall): SpawnSyncReturns<string> =>
+  spawnSync("git", call.args as Array<string>, {
+    cwd: call.cwd,
+    encoding: "utf8",
+    env: call.env,
+    input: call.input,
+    // as much as the asynchronous driver takes: a long log or diff is an answer, not an error
+    maxBuffer: Number.POSITIVE_INFINITY
+  })
+
+const spawnCall = (call: GitCall): Promise<Ran> =>
   new Promise((resolve) => {
     const out: Array<Buffer> = []
     const err: Array<Buffer> = []
     let error: Error | undefined
-    const child = spawn("git", args as Array<string>, { ...options, stdio: ["pipe", "pipe", "pipe"] })
+    const child = spawn("git", call.args as Array<string>, { cwd: call.cwd, env: call.env })
     child.stdout?.on("data", (b: Buffer) => out.push(b))
     child.stderr?.on("data", (b: Buffer) => err.push(b))
     child.stdin?.on("error", () => {})
@@ -386,21 +436,38 @@ const spawnGit = (args: ReadonlyArray<string>, options: SpawnOptions, input?: st
         error
       })
     )
-    child.stdin?.end(input)
+    child.stdin?.end(call.input)
   })
+
+let versionSpawn: Promise<Ran> | undefined
+
+/** The asynchronous driver's runner: concurrent version checks share one `git version`. */
+const spawnCallShared = (call: GitCall): Promise<Ran> =>
+  call.args === VERSION_ARGS ? (versionSpawn ??= spawnCall(call)) : spawnCall(call)
+
+const driveSync = <A>(gen: Generator<GitCall, A, SpawnSyncReturns<string>>): A => {
+  let step = gen.next()
+  while (!step.done) step = gen.next(spawnSyncCall(step.value))
+  return step.value
+}
+
+const driveAsync = async <A>(gen: Generator<GitCall, A, Ran>): Promise<A> => {
+  let step = gen.next()
+  while (!step.done) step = gen.next(await spawnCallShared(step.value))
+  return step.value
+}
+
+/**
+ * Why muse cannot run the `git` on `PATH` (missing, or older than {@link MIN_VERSION}), or
+ * `undefined` when it can. Asked once per process.
+ */
+export const versionProblem = (): string | undefined => driveSync(versionSteps())
 
 /**
  * {@link versionProblem} without blocking: start it early and the later synchronous calls find
  * the answer waiting (same answer, same once-per-process cache).
  */
-export const checkVersion = (): Promise<string | undefined> => {
-  if (versionChecked !== undefined) return Promise.resolve(versionChecked ?? undefined)
-  versionChecking ??= spawnGit(["version"], { env: environment() }).then((r) => {
-    versionChecked ??= judgeVersion(r)
-    return versionChecked ?? undefined
-  })
-  return versionChecking
-}
+export const checkVersion = (): Promise<string | undefined> => driveAsync(versionSteps())
 
 export interface RunSyncOptions {
   readonly cwd: string
@@ -414,55 +481,17 @@ export interface RunSyncOptions {
  * contents first lists the repository's configuration; when that fails, so does the command.
  */
 export const runSync = (args: ReadonlyArray<string>, options: RunSyncOptions): SpawnSyncReturns<string> => {
-  // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
-  const problem = readsContent(args) ? versionProblem() : undefined
-  if (problem) {
-    return {
-      pid: 0,
-      output: [],
-      stdout: "",
-      stderr: problem,
-      status: 127,
-      signal: null,
-      error: new Error(problem)
-    }
-  }
-  let overrides: ReadonlyArray<readonly [string, string]> = []
-  if (readsContent(args)) {
-    const env = environment([], options.env)
-    const known = knownOverrides(options.cwd, env)
-    if (known) overrides = known
-    else {
-      const list = spawnSync("git", LIST_CONFIG as Array<string>, { cwd: options.cwd, encoding: "utf8", env })
-      if (list.status !== 0) return list
-      overrides = overridesFromListing(list.stdout, options.cwd, env)
-    }
-  }
-  return spawnSync("git", args as Array<string>, {
-    cwd: options.cwd,
-    encoding: "utf8",
-    env: environment(overrides, options.env),
-    input: options.input
-  })
+  const r = driveSync(steps<SpawnSyncReturns<string>>(args, options))
+  return typeof r === "string"
+    ? { pid: 0, output: [], stdout: "", stderr: r, status: 127, signal: null, error: new Error(r) }
+    : r
 }
 
 /**
- * {@link runSync} without blocking the process: the same hardening, the same answer, for checks
- * that run beside other start-up work.
+ * {@link runSync} without blocking the process: the same steps, the same hardening, the same answer,
+ * for checks that run beside other start-up work.
  */
 export const run = async (args: ReadonlyArray<string>, options: RunSyncOptions): Promise<Ran> => {
-  const problem = readsContent(args) ? await checkVersion() : undefined
-  if (problem) return { status: 127, stdout: "", stderr: problem, error: new Error(problem) }
-  let overrides: ReadonlyArray<readonly [string, string]> = []
-  if (readsContent(args)) {
-    const env = environment([], options.env)
-    const known = knownOverrides(options.cwd, env)
-    if (known) overrides = known
-    else {
-      const list = await spawnGit(LIST_CONFIG, { cwd: options.cwd, env })
-      if (list.status !== 0) return list
-      overrides = overridesFromListing(list.stdout, options.cwd, env)
-    }
-  }
-  return spawnGit(args, { cwd: options.cwd, env: environment(overrides, options.env) }, options.input)
+  const r = await driveAsync(steps<Ran>(args, options))
+  return typeof r === "string" ? { status: 127, stdout: "", stderr: r, error: new Error(r) } : r
 }

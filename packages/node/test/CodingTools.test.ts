@@ -240,6 +240,59 @@ describe("CodingTools: read_file", () => {
   )
 })
 
+describe("CodingTools: read_file of a file that changes, or is no file", () => {
+  it.live.skipIf(process.platform !== "linux")(
+    "reads a file as it was when opened: lines appended while it is read are not read",
+    () =>
+      Effect.gen(function* () {
+        const { write, root } = setup()
+        const lines = 250_000
+        write("grow.log", "0123456789abcdef\n".repeat(lines))
+        const file = path.join(root, "grow.log")
+        const t = yield* harness(root)
+        // once the file is open in this process (seen in /proc/self/fd), append 5 MB to it
+        let appended = false
+        const timer = setInterval(() => {
+          if (appended) return
+          for (const fd of fs.readdirSync("/proc/self/fd")) {
+            let target = ""
+            try {
+              target = fs.readlinkSync(`/proc/self/fd/${fd}`)
+            } catch {}
+            if (target === file) {
+              fs.appendFileSync(file, "appended later\n".repeat(350_000))
+              appended = true
+              return
+            }
+          }
+        }, 1)
+        const r = yield* t
+          .call("read_file", { path: "grow.log", limit: 1 })
+          .pipe(Effect.ensuring(Effect.sync(() => clearInterval(timer))))
+        expect(appended).toBe(true)
+        expect(r.total_lines).toBe(lines)
+        expect(r.content).toBe("     1\t0123456789abcdef")
+        // read again, it is the file as it is now
+        expect((yield* t.call("read_file", { path: "grow.log", limit: 1 })).total_lines).toBe(lines + 350_000)
+      })
+  )
+
+  it.live("a FIFO or a directory is refused at once, never waited on", () =>
+    Effect.gen(function* () {
+      const { root } = setup()
+      execFileSync("mkfifo", [path.join(root, "pipe")])
+      fs.mkdirSync(path.join(root, "dir"))
+      const t = yield* harness(root)
+      expect(yield* t.error("read_file", { path: "pipe" }).pipe(Effect.timeout("10 seconds"))).toBe(
+        "pipe is not a regular file"
+      )
+      expect(yield* t.error("read_file", { path: "dir" })).toBe(
+        "dir is a directory; use list_files to see its contents"
+      )
+    })
+  )
+})
+
 describe("CodingTools: write_file", () => {
   it.effect("creates parent directories and reports hashes and a diff", () =>
     Effect.gen(function* () {

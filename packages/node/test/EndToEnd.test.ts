@@ -5,7 +5,7 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import type { LanguageModel } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
-import { Agent, Model, Session } from "@musekit/core"
+import { Agent, EventLog, Model, Session } from "@musekit/core"
 import { autoPrompter, layerAgentServices, routed, Scripted, scriptedModel } from "@musekit/core/testing"
 import { Effect, Layer } from "effect"
 import { CodingTools, EventLogFile, WorkspaceNode } from "../src/index.js"
@@ -152,6 +152,57 @@ describe("end to end on a real repository", () => {
       expect(report.matched).toBe(events.length)
       expect(fs.readFileSync(path.join(repo, "sum.js"), "utf8")).toBe("export const sum = (a, b) => a - b\n")
       expect(before).not.toBe("")
+    })
+  )
+})
+
+describe("what a read-only turn costs the file log", () => {
+  /** One user turn over the file log: `reads` model steps that each call read_file, then an answer. */
+  const syncsOf = (reads: number) =>
+    Effect.gen(function* () {
+      const repo = fs.mkdtempSync(path.join(os.tmpdir(), "muse-syncs-"))
+      fs.writeFileSync(path.join(repo, "a.txt"), "alpha\n")
+      const state = fs.mkdtempSync(path.join(os.tmpdir(), "muse-state-"))
+      const script = [
+        ...Array.from({ length: reads }, (_, i) =>
+          Scripted.toolCalls([{ id: `r${i}`, name: "read_file", params: { path: "a.txt" } }])
+        ),
+        Scripted.text("read")
+      ]
+      return yield* Effect.gen(function* () {
+        const log = yield* EventLog.EventLog
+        const agent = yield* Agent.make({ name: "main", instructions: "You read." })
+        const before = yield* log.commits
+        const result = yield* agent.send("read a.txt")
+        expect(result.status).toBe("completed")
+        expect(result.toolCalls).toBe(reads)
+        // (what the turn left enqueued is written by the next turn's first sync, or when the log closes)
+        return (yield* log.commits) - before
+      }).pipe(
+        Effect.provide(
+          layerAgentServices({
+            script,
+            tools: CodingTools.make(),
+            workspace: WorkspaceNode.layer(repo).pipe(Layer.orDie),
+            approvals: { mode: "auto-edit" }
+          })
+        ),
+        Session.run,
+        // no lazy write on a timer: every sync counted is one the turn asked for
+        Effect.provide(EventLogFile.layer({ dir: state, session: "syncs", create: true, lazyCommitMs: 600_000 }))
+      )
+    })
+
+  it.live("each model step that calls a read tool costs one fdatasync (its model request's), not one per event", () =>
+    Effect.gen(function* () {
+      const one = yield* syncsOf(1)
+      const six = yield* syncsOf(6)
+      // five more read steps, five more syncs: the read's tool.started and tool.completed ride along
+      // with the next model.requested
+      expect(six - one).toBe(5)
+      // and the turn around them: the user's message (an intent: its prompt may come from a hook),
+      // the first model request, the one step's, and the turn's end
+      expect(one).toBe(4)
     })
   )
 })

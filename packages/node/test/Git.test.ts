@@ -187,6 +187,38 @@ describe("Git", () => {
     expect(outside.status).not.toBe(0)
   })
 
+  it("runSync() answers as run() does when the output passes a megabyte", async () => {
+    const { repo } = hostileRepo()
+    const note = path.join(path.dirname(repo), "message")
+    fs.writeFileSync(note, `${"x".repeat(99)}\n`.repeat(20_000))
+    plain(repo, "commit", "-q", "--allow-empty", "-F", note)
+    const args = ["log", "-1", "--format=%B"]
+    const sync = Git.runSync(args, { cwd: repo })
+    expect(sync.error?.message).toBeUndefined()
+    expect(sync.status).toBe(0)
+    expect(sync.stdout.length).toBeGreaterThan(2_000_000)
+    expect(sync.stdout).toBe((await Git.run(args, { cwd: repo })).stdout)
+  })
+
+  it("runs one sequence of steps: a failed configuration listing ends it before the command", () => {
+    expect(Git.versionProblem()).toBeUndefined()
+    const cwd = tmp()
+    const steps = Git.steps<Git.Ran>(["diff"], { cwd })
+    let step = steps.next()
+    // (the version is known by now: the listing comes first)
+    expect(step.done).toBe(false)
+    expect(step.value).toMatchObject({ args: Git.LIST_CONFIG, cwd })
+    const failed: Git.Ran = { status: 128, stdout: "", stderr: "fatal: bad config line 1" }
+    step = steps.next(failed)
+    expect(step).toEqual({ done: true, value: failed })
+    // a command that reads no contents is the only step
+    const plainSteps = Git.steps<Git.Ran>(["rev-parse", "HEAD"], { cwd, input: "in" })
+    const only = plainSteps.next()
+    expect(only.value).toMatchObject({ args: ["rev-parse", "HEAD"], cwd, input: "in" })
+    const answer: Git.Ran = { status: 0, stdout: "abc\n", stderr: "" }
+    expect(plainSteps.next(answer)).toEqual({ done: true, value: answer })
+  })
+
   it("says when git is missing or too old", () => {
     expect(Git.versionProblem()).toBeUndefined()
     expect(Git.MIN_VERSION).toEqual([2, 31])

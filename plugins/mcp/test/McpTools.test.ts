@@ -61,6 +61,8 @@ describe("MCP tools", () => {
       [expect.stringMatching(/^mcp__calc__a_b_[0-9a-f]{8}$/), "exec"]
     ])
     const add = tools[0]!
+    // a server's read-only claim does not spare the call the wait for its intent to be durable
+    expect(add.durableIntent).not.toBe(false)
     expect(add.jsonSchema).toEqual({
       type: "object",
       properties: { a: { type: "number" }, b: { type: "number" } },

@@ -271,6 +271,7 @@ export const make = (options: Options): Plugin.Plugin => {
         "Show the changes a crew member made in its worktree (commits and uncommitted work) against the session's base.",
       parameters: { agent: Schema.String },
       effect: "read",
+      durableIntent: false,
       handler: ({ agent }) => withWorktree(agent, (w) => w.diff(agent)).pipe(Effect.map((diff) => ({ agent, diff })))
     }),
     Tools.make({

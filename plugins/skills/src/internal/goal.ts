@@ -45,6 +45,7 @@ const submitVerdictTool = (st: State) =>
       reasoning: Schema.String.pipe(Schema.minLength(1))
     },
     effect: "read",
+    durableIntent: false,
     internal: true,
     summarize: ({ verdict }) => `submit_verdict ${verdict}`,
     handler: (v) =>

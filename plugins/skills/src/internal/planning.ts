@@ -61,6 +61,7 @@ export const submitPlanTool = (st: State) =>
       "Submit the complete plan (title and steps). Call it once when the plan is ready, and again with the whole revised plan when asked to revise it.",
     parameters: Plan.Plan.fields,
     effect: "read",
+    durableIntent: false,
     internal: true,
     summarize: (p) => `submit_plan "${p.title}" (${p.steps.length} steps)`,
     handler: (plan) =>
@@ -89,6 +90,7 @@ export const submitFindingsTool = (st: State) =>
       "Submit your findings about the plan: each with severity blocking, major or minor, the step it is about, what is wrong and how to fix it. Submit an empty list when you found nothing.",
     parameters: Grill.Findings.fields,
     effect: "read",
+    durableIntent: false,
     internal: true,
     summarize: (f) => `submit_findings (${f.findings.length}, ${Grill.blocking(f.findings).length} blocking)`,
     handler: (f) =>
