@@ -218,7 +218,13 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
         const store = yield* options.openStore
         const dir = path.join(options.workDir, job.session)
         for (;;) {
-          const events = yield* store.read(job.session).pipe(Effect.orElseSucceed(() => [] as Array<Event.Envelope>))
+          // a session the log does not have yet is new; any other failure to read (the database
+          // away for a moment) dies, and the cluster delivers the message again: taken for a new
+          // session, a started one would fail as "already exists" and never be resumed
+          const events = yield* store.read(job.session).pipe(
+            Effect.catchTag("SessionNotFound", () => Effect.succeed([] as ReadonlyArray<Event.Envelope>)),
+            Effect.orDie
+          )
           fs.rmSync(dir, { recursive: true, force: true })
           const clone = git(["clone", "--quiet", "--", job.repo, dir])
           const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
