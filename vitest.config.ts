@@ -11,6 +11,7 @@ export default defineConfig({
       { find: /^@musekit\/node$/, replacement: src("./packages/node/src/index.ts") },
       { find: /^@musekit\/node\/promise$/, replacement: src("./packages/node/src/PromiseAgent.ts") },
       { find: /^@musekit\/pg\/testing$/, replacement: src("./packages/pg/src/testing.ts") },
+      { find: /^@musekit\/pg\/SessionCluster$/, replacement: src("./packages/pg/src/SessionCluster.ts") },
       { find: /^@musekit\/pg$/, replacement: src("./packages/pg/src/index.ts") },
       { find: /^@musekit\/models$/, replacement: src("./packages/models/src/index.ts") },
       { find: /^@musekit\/models\/openai$/, replacement: src("./packages/models/src/OpenAi.ts") },

@@ -78,10 +78,15 @@ if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {
       process.stdin.resume()
     }
   }
+  // what muse alone reads (where the log is: a database URL holds its password; a cluster
+  // session's tie to its runner) is not passed on to the commands, servers and sessions it starts
+  const env = { ...process.env }
+  delete process.env.MUSE_LOG
+  delete process.env.MUSE_EXIT_WITH_PARENT
   const { main } = await loadMain()
   const code = await main({
     argv: args,
-    env: process.env,
+    env,
     cwd: process.cwd(),
     stdin: process.stdin,
     stdout: process.stdout,

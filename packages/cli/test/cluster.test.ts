@@ -9,9 +9,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Event } from "@musekit/core"
 import { EventLogFile } from "@musekit/node"
+import * as SessionCluster from "@musekit/pg/SessionCluster"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { restoreFiles, takeoverNote } from "../src/internal/cluster.js"
+import { baseOf, restoreFiles, takeoverNote } from "../src/internal/cluster.js"
 import { buggyRepo, ensureBuilt, muse, museAsync, readLog, sandbox, writeScript } from "./support/cli.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cluster-"))
@@ -59,8 +60,89 @@ describe("a workspace rebuilt from the log", () => {
   })
 })
 
+describe("what a runner refuses", () => {
+  it("never writes through a symbolic link the fresh clone holds where the session had a file", async () => {
+    const store = EventLogFile.makeStore({ dir: path.join(root, "state-links") })
+    const hash = await Effect.runPromise(
+      Effect.scoped(Effect.flatMap(store.open("s", { create: true }), (log) => log.putBlob("owned\n", { exact: true })))
+    )
+    const ws = path.join(root, "ws-links")
+    const outside = path.join(root, "outside-links")
+    fs.mkdirSync(ws)
+    fs.mkdirSync(outside)
+    fs.writeFileSync(path.join(outside, "bashrc"), "mine\n")
+    fs.writeFileSync(path.join(outside, "kept"), "mine\n")
+    // the repository commits links where the session, after removing them, wrote files
+    fs.symlinkSync(path.join(outside, "bashrc"), path.join(ws, "cfg"))
+    fs.symlinkSync(outside, path.join(ws, "dir"))
+    fs.writeFileSync(path.join(ws, "plain.txt"), "base\n")
+    const events = [
+      event("file.changed", { path: "cfg", before: null, after: hash }),
+      event("file.changed", { path: "dir/new.txt", before: null, after: hash }),
+      event("file.changed", { path: "dir/kept", before: hash, after: null }),
+      event("file.changed", { path: "plain.txt", before: null, after: hash })
+    ]
+    const result = await Effect.runPromise(restoreFiles(events, store, ws))
+    expect(result).toEqual({ restored: 1, missing: ["cfg", "dir/new.txt", "dir/kept"] })
+    expect(fs.readFileSync(path.join(outside, "bashrc"), "utf8")).toBe("mine\n")
+    expect(fs.existsSync(path.join(outside, "new.txt"))).toBe(false)
+    expect(fs.readFileSync(path.join(outside, "kept"), "utf8")).toBe("mine\n")
+    expect(fs.readFileSync(path.join(ws, "plain.txt"), "utf8")).toBe("owned\n")
+  })
+
+  it("a repository location that is an option is refused before git sees it", async () => {
+    const marker = path.join(root, "injected")
+    const exit = await Effect.runPromise(Effect.either(baseOf(`--upload-pack=touch ${marker};`)))
+    expect(exit._tag).toBe("Left")
+    expect(String(exit._tag === "Left" ? exit.left.message : "")).toContain("cannot start with '-'")
+    expect(fs.existsSync(marker)).toBe(false)
+  })
+
+  it("a Run message whose session id is not a plain name, names another entity, or whose base or repository is not one, is refused", () => {
+    const job = { session: "20261202-a1", task: "t", repo: "/srv/app.git", base: "a".repeat(40), args: [] }
+    expect(SessionCluster.jobProblem(job, job.session)).toBeUndefined()
+    expect(SessionCluster.jobProblem({ ...job, session: "../../.." }, "../../..")).toContain("not a plain name")
+    expect(SessionCluster.jobProblem({ ...job, session: "/etc" }, "/etc")).toContain("not a plain name")
+    expect(SessionCluster.jobProblem(job, "20261202-other")).toContain("sent to entity")
+    expect(SessionCluster.jobProblem({ ...job, base: "HEAD; rm -rf /" }, job.session)).toContain("not a commit id")
+    expect(SessionCluster.jobProblem({ ...job, repo: "--upload-pack=sh" }, job.session)).toContain("not a location")
+  })
+})
+
 describe("muse resume --notice (a runner's takeover note)", () => {
   beforeAll(() => ensureBuilt(), 240_000)
+
+  it.each(["off", "workspace-write"])(
+    "where the log is (MUSE_LOG) and a session's tie to its runner do not reach its commands (sandbox %s)",
+    (mode) => {
+      const sb = sandbox()
+      const repo = buggyRepo(sb.root)
+      const logDir = path.join(sb.root, "db-stand-in")
+      const script = writeScript(sb, `env-${mode}`, {
+        replies: [
+          {
+            when: "environment",
+            steps: [
+              { text: "Looking.", tools: [{ name: "run_shell", params: { command: "env > seen.txt" } }] },
+              { text: "Done." }
+            ]
+          }
+        ]
+      })
+      const r = muse(
+        ["run", "print the environment", "--script", script, "--approval-mode", "auto", "--sandbox", mode],
+        { sb: { ...sb, env: { ...sb.env, MUSE_LOG: logDir, MUSE_PROBE_VALUE: "kept" } }, cwd: repo }
+      )
+      expect(r.code, r.stderr).toBe(0)
+      const seen = fs.readFileSync(path.join(repo, "seen.txt"), "utf8")
+      // the session was kept where MUSE_LOG says, and the command saw the rest of the environment
+      expect(fs.readdirSync(path.join(logDir, "sessions")).length).toBeGreaterThan(0)
+      expect(seen).toContain("MUSE_PROBE_VALUE=kept")
+      expect(seen).not.toContain("MUSE_LOG=")
+      expect(seen).not.toContain("MUSE_EXIT_WITH_PARENT=")
+    },
+    120_000
+  )
 
   it("reaches the agent as a notice from muse, recorded; the task goes on where it was; replay --verify passes", async () => {
     const sb = sandbox()

@@ -88,6 +88,39 @@ describe("code cache", () => {
     expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
   })
 
+  it("a cache others can write (the file, or its folder) or a link in its place is not run; writing never follows a planted link", () => {
+    const dir = tmp()
+    const file = writeModule(dir, "trusted")
+    const cache = path.join(dir, "cache")
+    loadScript(file, { dirs: [cache] }).persist()
+    const [name] = cacheFiles(cache)
+    const cached = path.join(cache, name!)
+    expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+
+    fs.chmodSync(cached, 0o666)
+    const a = loadScript(file, { dirs: [cache] })
+    expect(a.cache).toBe("untrusted")
+    expect(a.exports).toEqual({ answer: "trusted", here: "mod.cjs", sum: 201 })
+    fs.chmodSync(cached, 0o644)
+    fs.chmodSync(cache, 0o777)
+    expect(loadScript(file, { dirs: [cache] }).cache).toBe("untrusted")
+    // nor is one written into such a folder
+    fs.rmSync(cached)
+    expect(loadScript(file, { dirs: [cache] }).persist()).toBe(false)
+    fs.chmodSync(cache, 0o700)
+
+    // a link where the cache would be: not read, and the write replaces the link, not its target
+    const target = path.join(dir, "target.bin")
+    fs.writeFileSync(target, "someone else's file\n")
+    fs.symlinkSync(target, cached)
+    const b = loadScript(file, { dirs: [cache] })
+    expect(b.cache).toBe("missing")
+    expect(b.persist()).toBe(true)
+    expect(fs.readFileSync(target, "utf8")).toBe("someone else's file\n")
+    expect(fs.lstatSync(cached).isSymbolicLink()).toBe(false)
+    expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+  })
+
   it("a new build of the script never reads the old cache; writing one removes caches unwritten for a week", () => {
     const dir = tmp()
     const cache = path.join(dir, "cache")

@@ -22,7 +22,7 @@ const { skip } = TestPostgres.decide()
 const SESSIONS = Number(process.env.CLUSTER_SESSIONS ?? 20)
 const RUNNERS = 3
 /** Milliseconds between two runner kills: random in this range, until every session has ended. */
-const KILL_EVERY: readonly [number, number] = [3000, 12000]
+const KILL_EVERY: readonly [number, number] = [2000, 8000]
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
@@ -87,14 +87,14 @@ describe.skipIf(skip !== undefined)(`sessions on a cluster of runners${skip ? ` 
           {
             when: "cluster",
             steps: [
-              { text: "Append one.", delayMs: 1000, tools: [append(file, "one")] },
+              { text: "Append one.", delayMs: 2500, tools: [append(file, "one")] },
               {
                 text: "Write notes.",
-                delayMs: 1000,
+                delayMs: 2500,
                 tools: [{ name: "write_file", params: { path: "notes.txt", content: "notes\n" } }]
               },
-              { text: "Append two.", delayMs: 1000, tools: [append(file, "two")] },
-              { text: "Finished.", delayMs: 1000 }
+              { text: "Append two.", delayMs: 2500, tools: [append(file, "two")] },
+              { text: "Finished.", delayMs: 2500 }
             ]
           }
         ]

@@ -90,6 +90,7 @@ export const SECRETS: ReadonlyArray<string> = [
   ".kube",
   ".netrc",
   ".git-credentials",
+  ".pgpass",
   ".config/gh",
   ".config/hub",
   ".config/git/credentials",
@@ -121,7 +122,17 @@ export const EMPTIED: ReadonlyArray<string> = [".npmrc", ".yarnrc.yml", ".pypirc
 export const PROTECTED: ReadonlyArray<string> = [".git", ".muse", ".claude"]
 
 /** Environment variables a sandboxed command does not get (agents and sockets it must not reach). */
-const DROPPED_ENV = ["SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"]
+const DROPPED_ENV = [
+  "SSH_AUTH_SOCK",
+  "SSH_AGENT_PID",
+  "GPG_AGENT_INFO",
+  "DBUS_SESSION_BUS_ADDRESS",
+  "XDG_RUNTIME_DIR",
+  // muse's own: where the log is (a database URL holds its password) and a cluster session's tie to its runner
+  "MUSE_LOG",
+  "MUSE_EXIT_WITH_PARENT",
+  "PGPASSFILE"
+]
 
 // ---------------------------------------------------------------------------------------------
 // what this machine can do

@@ -42,6 +42,25 @@ export const Job = Schema.Struct({
 })
 export type Job = typeof Job.Type
 
+/** A session id: what every runner may use as a folder name. */
+export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+
+/**
+ * Why a `Run` message must not run, or `undefined`. Anything that can reach the database or a
+ * runner's port can send one, so the handler checks it before it touches a folder or runs git: the
+ * session id names the entity it was sent to and is a plain name, the base is a full commit id,
+ * the repository is not an option, and the extra flags are not options that read or run files.
+ */
+export const jobProblem = (job: Job, entityId: string): string | undefined => {
+  if (!SESSION_ID.test(job.session)) return `session id ${JSON.stringify(job.session)} is not a plain name`
+  if (job.session !== entityId)
+    return `session ${JSON.stringify(job.session)} sent to entity ${JSON.stringify(entityId)}`
+  if (!/^[0-9a-f]{40}$/.test(job.base)) return `base ${JSON.stringify(job.base)} is not a commit id`
+  if (job.repo.startsWith("-") || job.repo.trim() === "")
+    return `repository ${JSON.stringify(job.repo)} is not a location`
+  return undefined
+}
+
 /** How a runner's run of a session ended. */
 export const Outcome = Schema.Struct({ status: Schema.String, exitCode: Schema.Number })
 export type Outcome = typeof Outcome.Type
@@ -126,6 +145,11 @@ export const runner = (options: RunnerOptions) => {
         Run: (envelope) =>
           Effect.gen(function* () {
             const job = envelope.payload
+            const problem = jobProblem(job, envelope.address.entityId)
+            if (problem !== undefined) {
+              yield* Effect.logWarning(`refused a Run message: ${problem}`)
+              return { status: `refused: ${problem}`, exitCode: 2 }
+            }
             yield* setState(job, address, "running").pipe(Effect.orDie)
             const outcome = yield* options.run(job, { runner: address })
             yield* setState(job, address, outcome.status).pipe(Effect.orDie)

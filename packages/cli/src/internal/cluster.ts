@@ -46,7 +46,12 @@ const git = (args: ReadonlyArray<string>, cwd?: string) => {
 /** The commit `repo` is at now (a local path) or its remote HEAD (a URL). */
 export const baseOf = (repo: string): Effect.Effect<string, CliError> => {
   const local = fs.existsSync(repo)
-  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", repo, "HEAD"])
+  if (repo.startsWith("-")) {
+    return Effect.fail(
+      new CliError({ code: ExitCode.Usage, message: `--repo ${repo}: a repository location cannot start with '-'` })
+    )
+  }
+  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", "--", repo, "HEAD"])
   const sha = r.out.split(/\s/)[0] ?? ""
   return r.ok && /^[0-9a-f]{40}$/.test(sha)
     ? Effect.succeed(sha)
@@ -119,6 +124,20 @@ export const takeoverNote = (
   return parts.join(" ")
 }
 
+/** The first part of `rel` (under `root`) that is a symbolic link, or `undefined`. */
+const linkOnPath = (root: string, rel: string): string | undefined => {
+  let at = root
+  for (const part of rel.split(path.sep)) {
+    at = path.join(at, part)
+    try {
+      if (fs.lstatSync(at).isSymbolicLink()) return at
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+
 /**
  * Put back every file the log records a change of, as the last change left it (from the blob
  * store). Returns the files put back and those whose content the store does not hold (a log
@@ -142,6 +161,12 @@ export const restoreFiles = (
       const file = path.resolve(root, p)
       const rel = path.relative(root, file)
       if (rel === "" || rel.startsWith("..") || path.isAbsolute(rel)) continue
+      // the clone may hold symbolic links where the session had files: never write through one
+      const link = linkOnPath(root, rel)
+      if (link !== undefined) {
+        missing.push(p)
+        continue
+      }
       if (hash === null) {
         fs.rmSync(file, { force: true })
         restored++
@@ -187,13 +212,22 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
     fs.mkdirSync(options.workDir, { recursive: true })
     const runOne = (job: import("@musekit/pg/SessionCluster").Job) =>
       Effect.gen(function* () {
+        if (!SessionCluster.SESSION_ID.test(job.session)) {
+          return { status: "refused: the session id is not a plain name", exitCode: ExitCode.Usage }
+        }
         const store = yield* options.openStore
         const dir = path.join(options.workDir, job.session)
         for (;;) {
-          const events = yield* store.read(job.session).pipe(Effect.orElseSucceed(() => [] as Array<Event.Envelope>))
+          // a session the log does not have yet is new; any other failure to read (the database
+          // away for a moment) dies, and the cluster delivers the message again: taken for a new
+          // session, a started one would fail as "already exists" and never be resumed
+          const events = yield* store.read(job.session).pipe(
+            Effect.catchTag("SessionNotFound", () => Effect.succeed([] as ReadonlyArray<Event.Envelope>)),
+            Effect.orDie
+          )
           fs.rmSync(dir, { recursive: true, force: true })
-          const clone = git(["clone", "--quiet", job.repo, dir])
-          const checkout = clone.ok ? git(["checkout", "--quiet", job.base], dir) : clone
+          const clone = git(["clone", "--quiet", "--", job.repo, dir])
+          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
             return { status: "failed", exitCode: ExitCode.Failed }

@@ -17,6 +17,7 @@
  * ```
  */
 import { isAscii } from "node:buffer"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
@@ -28,7 +29,7 @@ const DIGEST = 4
 const STALE_MS = 7 * 24 * 60 * 60 * 1000
 
 /** What happened to the cache on this load (for tests and `MUSE_DEBUG_CODE_CACHE`). */
-export type CacheState = "hit" | "missing" | "corrupt" | "rejected" | "off"
+export type CacheState = "hit" | "missing" | "corrupt" | "rejected" | "untrusted" | "off"
 
 export interface Loaded {
   readonly exports: unknown
@@ -62,20 +63,52 @@ const decode = (file: Buffer): Buffer | undefined => {
   return digest(payload).equals(file.subarray(MAGIC.length, head)) ? payload : undefined
 }
 
-const readIfPresent = (file: string): Buffer | undefined => {
+/**
+ * A cache is code this process runs: only one that this user owns and nobody else can write (the
+ * file and its folder) is read or written. Where there are no user ids (Windows) there is no check.
+ */
+const ownedPrivately = (st: fs.Stats): boolean => {
+  const uid = process.getuid?.()
+  return uid === undefined || (st.uid === uid && (st.mode & 0o022) === 0)
+}
+
+const privateDir = (dir: string): boolean => {
   try {
-    return fs.readFileSync(file)
+    const st = fs.lstatSync(dir)
+    return st.isDirectory() && ownedPrivately(st)
   } catch {
-    return undefined
+    return false
   }
 }
 
-/** Writes through a temporary file and a rename, so a reader never sees half a cache. */
-const writeAtomically = (file: string, data: Buffer): boolean => {
-  const tmp = `${file}.${process.pid}.tmp`
+const readIfPresent = (file: string): Buffer | "untrusted" | undefined => {
+  let fd: number | undefined
   try {
-    fs.mkdirSync(path.dirname(file), { recursive: true })
-    fs.writeFileSync(tmp, data)
+    fd = fs.openSync(file, fs.constants.O_RDONLY | (fs.constants.O_NOFOLLOW ?? 0))
+    const st = fs.fstatSync(fd)
+    if (!st.isFile() || !ownedPrivately(st) || !privateDir(path.dirname(file))) return "untrusted"
+    return fs.readFileSync(fd)
+  } catch {
+    return undefined
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/** A name this module gave a cache file (the only files it ever removes). */
+const CACHE_NAME = /^[0-9a-z]+-[0-9a-f]{8}-v[0-9.]+-[a-z0-9]+-[0-9a-z.-]+\.bin$/
+
+/**
+ * Writes through a temporary file of its own (created exclusively, readable by this user alone)
+ * and a rename, so a reader never sees half a cache and nothing planted is written through.
+ */
+const writeAtomically = (file: string, data: Buffer): boolean => {
+  const dir = path.dirname(file)
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+    if (!privateDir(dir)) return false
+    fs.writeFileSync(tmp, data, { flag: "wx", mode: 0o600 })
     fs.renameSync(tmp, file)
     return true
   } catch {
@@ -106,10 +139,15 @@ export const loadScript = (file: string, options: LoadOptions): Loaded => {
       const candidate = path.join(dir, key)
       const raw = readIfPresent(candidate)
       if (raw === undefined) continue
+      if (raw === "untrusted") {
+        state = "untrusted"
+        continue
+      }
       cacheFile = candidate
       cachedData = decode(raw)
       state = cachedData === undefined ? "corrupt" : "hit"
-      break
+      // a damaged cache here may be followed by a good one in the next folder
+      if (cachedData !== undefined) break
     }
   }
   const wrapper = `(function (exports, require, module, __filename, __dirname) {${source}\n})`
@@ -133,7 +171,7 @@ export const loadScript = (file: string, options: LoadOptions): Loaded => {
       try {
         const old = Date.now() - STALE_MS
         for (const name of fs.readdirSync(dir)) {
-          if (name === key || !name.endsWith(".bin")) continue
+          if (name === key || !CACHE_NAME.test(name)) continue
           const file = path.join(dir, name)
           if (fs.statSync(file).mtimeMs < old) fs.rmSync(file, { force: true })
         }

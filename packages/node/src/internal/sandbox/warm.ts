@@ -74,6 +74,7 @@ export const nestArgs = (bwrap: string, root: boolean): Array<string> => [
   "--proc",
   "/proc",
   "--unshare-pid",
+  "--unshare-ipc",
   ...(root ? [] : ["--unshare-user"]),
   "--cap-drop",
   "ALL",
