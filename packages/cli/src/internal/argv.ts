@@ -57,7 +57,7 @@ export interface CommandSpec {
 export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   "": { flags: [...SESSION_FLAGS, HELP, flag("version", false)], positionals: "none" },
   run: {
-    flags: [...SESSION_FLAGS, flag("output-format", true), flag("session-id", true, { hidden: true }), HELP],
+    flags: [...SESSION_FLAGS, flag("output-format", true), flag("session-id", true), HELP],
     positionals: "any"
   },
   sessions: {
@@ -84,7 +84,7 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
   attach: { flags: [flag("json", false), flag("log", true), HELP], positionals: "one" },
   resume: {
     // --notice: a runner taking a session over tells its agent what did not move with it
-    flags: [...SESSION_FLAGS, flag("output-format", true), flag("notice", true, { hidden: true }), HELP],
+    flags: [...SESSION_FLAGS, flag("output-format", true), flag("notice", true), HELP],
     positionals: "one"
   },
   replay: {

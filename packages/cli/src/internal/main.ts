@@ -221,7 +221,10 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     {
       ...shared,
       outputFormat,
-      sessionId: Options.text("session-id").pipe(Options.optional),
+      sessionId: Options.text("session-id").pipe(
+        Options.withDescription("the new session's id (letters, digits, '.', '_', '-'; a cluster runner gives one)"),
+        Options.optional
+      ),
       task: Args.text({ name: "task" }).pipe(Args.repeated)
     },
     (v) =>
@@ -287,7 +290,12 @@ export const main = async (pio: ProcessIo): Promise<number> => {
     {
       ...shared,
       outputFormat,
-      notice: Options.text("notice").pipe(Options.optional),
+      notice: Options.text("notice").pipe(
+        Options.withDescription(
+          "a note from muse the agent reads before it goes on (recorded; a runner's takeover note)"
+        ),
+        Options.optional
+      ),
       session: Args.text({ name: "session" }).pipe(Args.optional)
     },
     (v) =>
