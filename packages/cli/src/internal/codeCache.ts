@@ -8,14 +8,14 @@
  * made under other flags), so a new build, a new Node or other flags never read an old cache. The build
  * writes the script's CRC-32 beside it (`boot.cjs.sum`, see {@link writeScriptSum}), read at start instead of
  * hashing the whole script; a missing sum, or one older than the script or of another length, is computed
- * again. Its header holds a CRC-32 of the
- * payload: a truncated or corrupt file is ignored (and rewritten), never handed to V8. A cache
- * that cannot be read or written (read-only folder, no home) only costs the compile it would
- * have saved.
+ * again. The cache's header holds a CRC-32 of the payload: a truncated or corrupt file is ignored
+ * (and rewritten), never handed to V8. A cache that cannot be read or written (read-only folder, no
+ * home) only costs the compile it would have saved.
  *
  * @example
  * ```ts
- * import { loadScript } from "./codeCache.js"
+ * import { loadScript, writeScriptSum } from "./codeCache.js"
+ * writeScriptSum("/path/to/dist/boot.cjs") // at build time: dist/boot.cjs.sum
  * const { exports } = loadScript("/path/to/dist/boot.cjs", { dirs: ["/path/to/dist/.code-cache"] })
  * const { main } = exports as { main: (...args: Array<unknown>) => Promise<number> }
  * ```
