@@ -313,7 +313,10 @@ export const make = (
     const rec = yield* Recorder.Recorder
     // The id generator a `LanguageModel` built here would use (its own when none is given). With it in
     // the caller's context, a model's stream need not provide it again to every effect it runs.
-    const ids = Option.getOrElse(yield* Effect.serviceOption(IdGenerator.IdGenerator), () => IdGenerator.defaultIdGenerator)
+    const ids = Option.getOrElse(
+      yield* Effect.serviceOption(IdGenerator.IdGenerator),
+      () => IdGenerator.defaultIdGenerator
+    )
     // Per agent: a hash of each message of its previous request (to record only what is new) and a
     // running hash over them (so a request's fingerprint costs only its new messages). Both are taken
     // over the messages' JSON as the log stores it, redacted: a replay sees only that, and computes

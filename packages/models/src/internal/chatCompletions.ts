@@ -371,7 +371,9 @@ export class StreamAssembler {
    * The parts for a run of stream events, in one effect: a stream runs each effect it maps with its
    * context provided anew, so one per chunk of events (rather than one per event) keeps that per read.
    */
-  chunks(events: Chunk.Chunk<{ readonly data: string }>): Effect.Effect<Chunk.Chunk<Response.StreamPartEncoded>, AiError.AiError> {
+  chunks(
+    events: Chunk.Chunk<{ readonly data: string }>
+  ): Effect.Effect<Chunk.Chunk<Response.StreamPartEncoded>, AiError.AiError> {
     const self = this
     return Effect.gen(function* () {
       const parts: Array<Response.StreamPartEncoded> = []
