@@ -311,7 +311,7 @@ export const make = (
   Effect.gen(function* () {
     const lm = yield* LanguageModel.LanguageModel
     const rec = yield* Recorder.Recorder
-    // The id generator a `LanguageModel` built here would use (its own when none is given). With it in
+    // The id generator a `LanguageModel` made in this context uses (the default when none is given). With it in
     // the caller's context, a model's stream need not provide it again to every effect it runs.
     const ids = Option.getOrElse(
       yield* Effect.serviceOption(IdGenerator.IdGenerator),
