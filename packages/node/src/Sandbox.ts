@@ -929,6 +929,9 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
           )
           if (warm instanceof Error) reuseFailed = warm.message
           else {
+            // a prepared command counts as a user: a sandbox retired before it runs waits for it
+            const release = warm.hold()
+            yield* Effect.addFinalizer(() => Effect.sync(release))
             listening.add(refused)
             yield* Effect.addFinalizer(() => Effect.sync(() => listening.delete(refused)))
             const env = sandboxEnv(request.env ?? process.env, "/tmp", m)
@@ -940,7 +943,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
               started: () => {},
               mode: m,
               context: context(limit._tag === "none" ? undefined : processes),
-              run: () => warm.run({ argv, cwd: p.cwd, env })
+              run: () => {
+                const child = warm.run({ argv, cwd: p.cwd, env })
+                release()
+                return child
+              }
             } satisfies Launch
           }
         }

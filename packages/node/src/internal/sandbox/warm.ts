@@ -55,6 +55,8 @@ const exitOf = (
 export interface SupervisorConfig {
   readonly proxy?: number | undefined
   readonly nest: ReadonlyArray<string>
+  /** Keep one nested launch ready ahead of the next command (the default). */
+  readonly spare?: boolean | undefined
 }
 
 /** The arguments after node's path that start the supervisor. */
@@ -84,33 +86,80 @@ export const nestArgs = (bwrap: string, root: boolean): Array<string> => [
 /** The program the sandbox runs with node (`node -e SUPERVISOR <json config>`). */
 export const SUPERVISOR = String.raw`"use strict"
 ${FORWARD}
-const net = require("net"), { spawn } = require("child_process")
+const net = require("net"), fs = require("fs"), { spawn } = require("child_process")
 const out = new net.Socket({ fd: 1, readable: false, writable: true })
 const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); out.write(d ? Buffer.concat([h, d]) : h) }
 const json = (o) => Buffer.from(JSON.stringify(o))
 const kids = new Map()
 const config = JSON.parse(process.argv[1] || "{}"), nest = config.nest || []
 let proxyEnv = {}
+// the launcher (which keeps CAP_SYS_ADMIN as root) starts with this environment and in /: nothing a
+// command left behind (a relative LD_PRELOAD, a library in its folder) is loaded by it
+const LAUNCH = { PATH: "/usr/bin:/bin", LC_ALL: "C" }
+const exe = (names) => names.find((f) => { try { fs.accessSync(f, fs.constants.X_OK); return true } catch { return false } })
+const BASH = exe(["/bin/bash", "/usr/bin/bash"]), ENV = exe(["/usr/bin/env", "/bin/env"])
+// the spare launch's shim: the command's folder, environment (ended by an empty field) and argv,
+// each NUL-terminated, from descriptor 3; then exactly that environment, in that folder
+const SHIM = [
+  'IFS= read -r -d "" d <&3 || exit 125; e=(); PATH=/bin:/usr/bin',
+  'while IFS= read -r -d "" x <&3 && [ -n "$x" ]; do e+=("$x"); [ "\${x%%=*}" = PATH ] && PATH=\${x#PATH=}; done',
+  'a=(); while IFS= read -r -d "" x <&3; do a+=("$x"); done; exec 3<&-',
+  'no() { printf "muse-sandbox: cannot run %s: %s\\n" "$a" "$1" >&2; exit 127; }',
+  'cd -P -- "$d" 2>/dev/null || no "ENOENT (no folder $d)"; type -P -- "$a" >/dev/null || no ENOENT',
+  'exec ' + (ENV || "env") + ' -i -- "\${e[@]}" "\${a[@]}"'
+].join("\n")
 // each command in a PID namespace of its own (and a fresh /proc): it cannot see or signal the
 // supervisor or another command, and whatever it leaves running dies with it
-const nested = (m) => nest.length === 0 ? m.argv : [...nest, "--chdir", m.cwd, "--", ...m.argv]
+const nested = (m, env) => nest.length === 0 ? m.argv : [...nest, "--clearenv", ...Object.entries(env).flatMap(([k, v]) => ["--setenv", k, String(v)]), "--chdir", m.cwd, "--", ...m.argv]
+// one nested launch kept ready ahead of the next command (its namespaces and /proc built): the
+// command then costs a pipe write and an exec
+let spare, refill
+const fill = () => {
+  clearTimeout(refill)
+  if (spare || !ready || config.spare === false || nest.length === 0 || !BASH || !ENV) return
+  let c
+  try { c = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", BASH, "-c", SHIM], { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe", "pipe"] }) }
+  catch { return }
+  const s = { child: c }
+  for (const st of [c.stdio[1], c.stdio[2], c.stdio[3]]) st.on("error", () => {})
+  c.on("error", () => { if (spare === s) spare = undefined })
+  c.on("exit", () => { if (spare === s) spare = undefined })
+  spare = s
+}
+// what the shim can carry: no NUL anywhere, no "=" in a program name or a variable's name
+const fits = (argv, env) => argv.length > 0 && !argv[0].includes("=") && argv.every((a) => typeof a === "string" && !a.includes("\0")) &&
+  Object.entries(env).every(([k, v]) => k !== "" && !k.includes("=") && !k.includes("\0") && !String(v).includes("\0"))
+const takeSpare = (m, env) => {
+  const s = spare
+  if (!s || s.child.exitCode !== null || s.child.signalCode !== null || !fits(m.argv, env) || typeof m.cwd !== "string" || m.cwd.includes("\0")) return undefined
+  spare = undefined
+  const z = (x) => x + "\0"
+  s.child.stdio[3].end(z(m.cwd) + Object.entries(env).map(([k, v]) => z(k + "=" + v)).join("") + z("") + m.argv.map(z).join(""))
+  // the next one, once this command is done or after a moment when it runs long
+  refill = setTimeout(fill, 100)
+  return s.child
+}
 const start = (m) => {
   let child
   const env = Object.assign({}, m.env, proxyEnv)
   if (proxyEnv.HTTP_PROXY) { delete env.NO_PROXY; delete env.no_proxy }
   const cannot = (e) => { send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) }
-  const argv = nested(m)
-  try { child = spawn(argv[0], argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
-  catch (e) { cannot(e); send(4, m.id); return }
+  child = takeSpare(m, env)
+  if (!child) {
+    const argv = nested(m, env)
+    try { child = nest.length === 0 ? spawn(argv[0], argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) : spawn(argv[0], argv.slice(1), { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
+    catch (e) { cannot(e); send(4, m.id); return }
+  }
   const k = { child, done: false, exited: false }
   kids.set(m.id, k)
   let open = 2
-  const ended = () => { if (--open === 0 && !k.done) { k.done = true; if (k.exited) kids.delete(m.id); send(4, m.id) } }
+  const finished = () => { if (k.done && k.exited) setImmediate(fill) }
+  const ended = () => { if (--open === 0 && !k.done) { k.done = true; if (k.exited) kids.delete(m.id); send(4, m.id); finished() } }
   for (const [s, t] of [[child.stdout, 1], [child.stderr, 2]]) {
     s.on("data", (d) => { if (!k.done) send(t, m.id, d) }); s.on("end", ended); s.on("error", () => {})
   }
-  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e) })
-  child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })) })
+  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e); finished() })
+  child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })); finished() })
 }
 const handle = (m) => {
   const k = kids.get(m.id)
@@ -126,7 +175,7 @@ process.stdin.on("end", () => process.exit(0))
 // namespaces gets no long-lived sandbox (the host gives each command a sandbox of its own)
 const probe = (then) => {
   if (nest.length === 0) return then()
-  const p = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", "true"], { stdio: ["ignore", "ignore", "pipe"] })
+  const p = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", "true"], { cwd: "/", env: LAUNCH, stdio: ["ignore", "ignore", "pipe"] })
   let said = ""
   p.stderr.on("data", (d) => { said += d })
   p.on("error", (e) => { process.stderr.write("commands cannot get a PID namespace of their own here: " + e.message + "\n"); process.exit(1) })
@@ -137,9 +186,11 @@ const probe = (then) => {
   })
 }
 // with a proxy channel, every command's HTTP(S)_PROXY names the forwarder, started once here
+let ready = false
+const go = () => { send(5, 0); ready = true; setImmediate(fill) }
 probe(() => {
-  if (config.proxy === undefined) send(5, 0)
-  else forward(config.proxy, (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
+  if (config.proxy === undefined) go()
+  else forward(config.proxy, (url) => { proxyEnv = proxyEnvFor(url); go() })
 })
 `
 
@@ -174,6 +225,11 @@ export interface Warm {
   readonly stop: () => void
   /** End it once the commands running now have ended (at once when none runs). */
   readonly retire: () => void
+  /**
+   * Count a command about to run as one of its users (a retired sandbox waits for it); the function
+   * returned gives that back (once; `run` has its own count).
+   */
+  readonly hold: () => () => void
 }
 
 interface Entry {
@@ -206,9 +262,11 @@ export const start = (options: StartOptions): Promise<Warm> =>
     if (proc.pid !== undefined) options.started(proc)
     const entries = new Map<number, Entry>()
     let retiring = false
+    let held = 0
+    const idle = () => entries.size === 0 && held === 0
     const forget = (id: number) => {
       entries.delete(id)
-      if (retiring && entries.size === 0) warm.stop()
+      if (retiring && idle()) warm.stop()
     }
     let next = 1
     let ready = false
@@ -366,7 +424,17 @@ export const start = (options: StartOptions): Promise<Warm> =>
       running: () => entries.size,
       retire: () => {
         retiring = true
-        if (entries.size === 0) warm.stop()
+        if (idle()) warm.stop()
+      },
+      hold: () => {
+        held++
+        let given = false
+        return () => {
+          if (given) return
+          given = true
+          held--
+          if (retiring && idle()) warm.stop()
+        }
       },
       alive: () => dead === undefined,
       stop: () => {
