@@ -503,6 +503,11 @@ export interface Options {
   readonly availability?: Availability | undefined
   /** Called with the service once it is built (a UI asks it for `status`: what it actually uses). */
   readonly built?: ((service: Service) => void) | undefined
+  /**
+   * The long-lived sandbox keeps the launch of the next command ready ahead of it (default `true`;
+   * `false` starts each launch when its command comes, as `pnpm bench sandbox` compares).
+   */
+  readonly spare?: boolean | undefined
 }
 
 const expand = (p: string, home: string) =>
@@ -837,7 +842,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         process.execPath,
         ...Warm.supervisorArgs({
           proxy: proxied ? PROXY : undefined,
-          nest: Warm.nestArgs(availability.program!, p.root)
+          nest: Warm.nestArgs(availability.program!, p.root),
+          spare: options.spare
         })
       ]
       // as root there is no user namespace to nest: the supervisor keeps what a nested PID
