@@ -54,7 +54,9 @@ export const run = async () => {
           const linux = availability.backend === "bubblewrap"
           const perCommand = linux ? yield* Sandbox.make({ mode: "workspace-write", reuse: false }) : undefined
           // the long-lived sandbox without a launch kept ready ahead of each command
-          const noSpare = linux ? yield* Sandbox.make({ mode: "workspace-write", reuse: true }, { spare: false }) : undefined
+          const noSpare = linux
+            ? yield* Sandbox.make({ mode: "workspace-write", reuse: true }, { spare: false })
+            : undefined
           const workspace = yield* Effect.orDie(WorkspaceNode.make(root))
           const ctx: Tools.CallContext = { agent: "main", callId: "b", workspace, progress: () => Effect.void }
           const plain = CodingTools.runShell({ sandbox: undefined })

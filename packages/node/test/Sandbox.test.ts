@@ -926,7 +926,9 @@ describe.skipIf(!available || detected.backend !== "bubblewrap")("Sandbox: the l
       expect(missing.code).not.toBe(0)
       // killed by a signal: as without the spare
       expect(await waitFor(() => spares().length === 1)).toBe(true)
-      const killed = await outcome(warm.run({ argv: ["sh", "-c", "kill -9 $$"], cwd: "/", env: { PATH: "/usr/bin:/bin" } }))
+      const killed = await outcome(
+        warm.run({ argv: ["sh", "-c", "kill -9 $$"], cwd: "/", env: { PATH: "/usr/bin:/bin" } })
+      )
       expect(killed.code === 137 || killed.signal === "SIGKILL").toBe(true)
     } finally {
       warm.stop()
