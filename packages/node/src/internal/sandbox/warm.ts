@@ -98,32 +98,39 @@ let proxyEnv = {}
 const LAUNCH = { PATH: "/usr/bin:/bin", LC_ALL: "C" }
 const exe = (names) => names.find((f) => { try { fs.accessSync(f, fs.constants.X_OK); return true } catch { return false } })
 const BASH = exe(["/bin/bash", "/usr/bin/bash"]), ENV = exe(["/usr/bin/env", "/bin/env"])
-// the spare launch's shim: the command's folder, environment (ended by an empty field) and argv,
-// each NUL-terminated, from descriptor 3; then exactly that environment, in that folder
+// the spare launch's shim: a line on descriptor 3 says go; then the command's folder, environment
+// (ended by an empty field) and argv, each NUL-terminated, from descriptor 4 (a file of no name the
+// supervisor wrote: read a buffer at a time, where a pipe is read a byte at a time); then exactly
+// that environment, in that folder
 const SHIM = [
-  'IFS= read -r -d "" d <&3 || exit 125; e=(); PATH=/bin:/usr/bin',
-  'while IFS= read -r -d "" x <&3 && [ -n "$x" ]; do e+=("$x"); [ "\${x%%=*}" = PATH ] && PATH=\${x#PATH=}; done',
-  'a=(); while IFS= read -r -d "" x <&3; do a+=("$x"); done; exec 3<&-',
+  'read -r _ <&3 || exit 125; exec 3<&-; IFS= read -r -d "" d <&4 || exit 125; e=(); PATH=/bin:/usr/bin',
+  'while IFS= read -r -d "" x <&4 && [ -n "$x" ]; do e+=("$x"); [ "\${x%%=*}" = PATH ] && PATH=\${x#PATH=}; done',
+  'a=(); while IFS= read -r -d "" x <&4; do a+=("$x"); done; exec 4<&-',
   'no() { printf "muse-sandbox: cannot run %s: %s\\n" "$a" "$1" >&2; exit 127; }',
   'cd -P -- "$d" 2>/dev/null || no "ENOENT (no folder $d)"; type -P -- "$a" >/dev/null || no ENOENT',
   'exec ' + (ENV || "env") + ' -i -- "\${e[@]}" "\${a[@]}"'
 ].join("\n")
+// an open file with no name in the sandbox's /tmp (O_TMPFILE): nothing else can open it
+const TMPFILE = 0o20000000 | fs.constants.O_DIRECTORY | fs.constants.O_RDWR
+const close = (fd) => { try { fs.closeSync(fd) } catch {} }
 // each command in a PID namespace of its own (and a fresh /proc): it cannot see or signal the
 // supervisor or another command, and whatever it leaves running dies with it
 const nested = (m, env) => nest.length === 0 ? m.argv : [...nest, "--clearenv", ...Object.entries(env).flatMap(([k, v]) => ["--setenv", k, String(v)]), "--chdir", m.cwd, "--", ...m.argv]
 // one nested launch kept ready ahead of the next command (its namespaces and /proc built): the
-// command then costs a pipe write and an exec
+// command then costs a write and an exec
 let spare, refill
 const fill = () => {
   clearTimeout(refill)
   if (spare || !ready || config.spare === false || nest.length === 0 || !BASH || !ENV) return
-  let c
-  try { c = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", BASH, "-c", SHIM], { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe", "pipe"] }) }
-  catch { return }
-  const s = { child: c }
+  let c, spec
+  try { spec = fs.openSync("/tmp", TMPFILE, 0o600) } catch { return }
+  try { c = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", BASH, "-c", SHIM], { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe", "pipe", spec] }) }
+  catch { close(spec); return }
+  const s = { child: c, spec }
   for (const st of [c.stdio[1], c.stdio[2], c.stdio[3]]) st.on("error", () => {})
-  c.on("error", () => { if (spare === s) spare = undefined })
-  c.on("exit", () => { if (spare === s) spare = undefined })
+  const gone = () => { if (spare === s) spare = undefined; if (s.spec !== undefined) close(s.spec); s.spec = undefined }
+  c.on("error", gone)
+  c.on("exit", gone)
   spare = s
 }
 // what the shim can carry: no NUL anywhere, no "=" in a program name or a variable's name
@@ -134,7 +141,11 @@ const takeSpare = (m, env) => {
   if (!s || s.child.exitCode !== null || s.child.signalCode !== null || !fits(m.argv, env) || typeof m.cwd !== "string" || m.cwd.includes("\0")) return undefined
   spare = undefined
   const z = (x) => x + "\0"
-  s.child.stdio[3].end(z(m.cwd) + Object.entries(env).map(([k, v]) => z(k + "=" + v)).join("") + z("") + m.argv.map(z).join(""))
+  const spec = Buffer.from(z(m.cwd) + Object.entries(env).map(([k, v]) => z(k + "=" + v)).join("") + z("") + m.argv.map(z).join(""))
+  try { if (fs.writeSync(s.spec, spec, 0, spec.length, 0) !== spec.length) throw new Error("short write") }
+  catch { try { process.kill(-s.child.pid, "SIGKILL") } catch {}; return undefined }
+  finally { close(s.spec); s.spec = undefined }
+  s.child.stdio[3].end("go\n")
   // the next one, once this command is done or after a moment when it runs long
   refill = setTimeout(fill, 100)
   return s.child
