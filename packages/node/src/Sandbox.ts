@@ -514,6 +514,8 @@ const expand = (p: string, home: string) =>
   p === "~" ? home : p.startsWith("~/") ? path.join(home, p.slice(2)) : path.resolve(p)
 
 const realOr = (p: string) => {
+  // most of the paths asked about (secrets, config files) are not there: said without an exception
+  if (!exists(p)) return p
   try {
     return fs.realpathSync.native(p)
   } catch {
@@ -523,10 +525,9 @@ const realOr = (p: string) => {
 
 const within = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`)
 
-const exists = (p: string) => {
+function exists(p: string): boolean {
   try {
-    fs.lstatSync(p)
-    return true
+    return fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined
   } catch {
     return false
   }
