@@ -146,8 +146,9 @@ const takeSpare = (m, env) => {
   catch { try { process.kill(-s.child.pid, "SIGKILL") } catch {}; return undefined }
   finally { close(s.spec); s.spec = undefined }
   s.child.stdio[3].end("go\n")
-  // the next one, once this command is done or after a moment when it runs long
-  refill = setTimeout(fill, 100)
+  // the next one once this command is done (not alongside it, where it would slow it down), or
+  // after a second when it runs long
+  refill = setTimeout(fill, 1000)
   return s.child
 }
 const start = (m) => {
