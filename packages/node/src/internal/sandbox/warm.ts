@@ -11,7 +11,11 @@
  * <program>: ENOENT`, and exits 127), 4 closed (both outputs ended), 5 ready. Each command runs in
  * a process group and a PID namespace of its own (a nested `bwrap`, `nestArgs`) with stdin from
  * /dev/null: it cannot see, signal or trace the supervisor or another command, and what it leaves
- * running ends with it. The supervisor says it is ready only once such a launch works here. With a proxy descriptor (see `proxy.ts`) the
+ * running ends with it. That launcher starts with a fixed environment in `/` (the command gets its
+ * own through `--setenv`/`--chdir`), and one is kept started ahead of the next command (a "spare": a
+ * `bash` shim that reads the command's folder, environment and argv, then `env -i` execs it), so a
+ * command costs a write and an exec; without a spare (none yet, it died, no `bash`) the launcher is
+ * started for the command. The supervisor says it is ready only once such a launch works here. With a proxy descriptor (see `proxy.ts`) the
  * supervisor also runs the network forwarder once and points every command's `HTTP(S)_PROXY` at it.
  *
  * @example
