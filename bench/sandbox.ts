@@ -3,8 +3,9 @@
  * repository of 10,000 committed files, unsandboxed and in the `workspace-write` sandbox of this
  * machine (bubblewrap on Linux, sandbox-exec on macOS), interleaved in the same run; on Linux both
  * ways of starting it: the long-lived sandbox of the workspace (the default; each command in a
- * PID namespace of its own) and a new sandbox per command (`reuse: false`). Medians and 90th percentiles of N runs each, the time added and the
- * ratio. A machine without a sandbox prints why and measures nothing.
+ * PID namespace of its own, its launch kept ready ahead of it), the same without that spare launch
+ * (`spare: false`, the launch started when the command comes) and a new sandbox per command
+ * (`reuse: false`). Medians and 90th percentiles of N runs each, the time added and the ratio. A machine without a sandbox prints why and measures nothing.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -52,11 +53,16 @@ export const run = async () => {
           const sandbox = yield* Sandbox.make({ mode: "workspace-write", reuse: true })
           const linux = availability.backend === "bubblewrap"
           const perCommand = linux ? yield* Sandbox.make({ mode: "workspace-write", reuse: false }) : undefined
+          // the long-lived sandbox without a launch kept ready ahead of each command
+          const noSpare = linux
+            ? yield* Sandbox.make({ mode: "workspace-write", reuse: true }, { spare: false })
+            : undefined
           const workspace = yield* Effect.orDie(WorkspaceNode.make(root))
           const ctx: Tools.CallContext = { agent: "main", callId: "b", workspace, progress: () => Effect.void }
           const plain = CodingTools.runShell({ sandbox: undefined })
           const boxed = CodingTools.runShell({ sandbox })
           const cold = perCommand ? CodingTools.runShell({ sandbox: perCommand }) : undefined
+          const unready = noSpare ? CodingTools.runShell({ sandbox: noSpare }) : undefined
           const time = (def: Tools.Definition, command: string) =>
             Effect.gen(function* () {
               const params = yield* Effect.orDie(Tools.decodeParams(def, { command }))
@@ -66,18 +72,28 @@ export const run = async () => {
               if (r.exit_code !== 0) throw new Error(`${command} failed: ${r.output}`)
               return ms
             })
-          const out: Record<string, { plain: Array<number>; boxed: Array<number>; cold: Array<number> }> = {}
+          const out: Record<
+            string,
+            { plain: Array<number>; boxed: Array<number>; cold: Array<number>; unready: Array<number> }
+          > = {}
           for (const command of ["true", "git status"]) {
-            const s = { plain: [] as Array<number>, boxed: [] as Array<number>, cold: [] as Array<number> }
+            const s = {
+              plain: [] as Array<number>,
+              boxed: [] as Array<number>,
+              cold: [] as Array<number>,
+              unready: [] as Array<number>
+            }
             // warm every path (the long-lived sandbox starts here), then interleave so load on the
             // machine falls on all alike
             yield* time(plain, command)
             yield* time(boxed, command)
             if (cold) yield* time(cold, command)
+            if (unready) yield* time(unready, command)
             for (let i = 0; i < N; i++) {
               s.plain.push(yield* time(plain, command))
               s.boxed.push(yield* time(boxed, command))
               if (cold) s.cold.push(yield* time(cold, command))
+              if (unready) s.unready.push(yield* time(unready, command))
             }
             out[command] = s
           }
@@ -103,6 +119,7 @@ export const run = async () => {
       }
       return [
         row(s.cold.length > 0 ? "long-lived" : "per command", s.boxed),
+        ...(s.unready.length > 0 ? [row("long-lived, no spare", s.unready)] : []),
         ...(s.cold.length > 0 ? [row("per command", s.cold)] : [])
       ]
     })
@@ -128,6 +145,13 @@ export const run = async () => {
                   perCommandMedianMs: median(s.cold),
                   perCommandP90Ms: percentile(s.cold, 0.9),
                   perCommandAddedMs: median(s.cold) - median(s.plain)
+                }
+              : {}),
+            ...(s.unready.length > 0
+              ? {
+                  noSpareMedianMs: median(s.unready),
+                  noSpareP90Ms: percentile(s.unready, 0.9),
+                  noSpareAddedMs: median(s.unready) - median(s.plain)
                 }
               : {})
           }

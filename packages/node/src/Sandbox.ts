@@ -503,12 +503,19 @@ export interface Options {
   readonly availability?: Availability | undefined
   /** Called with the service once it is built (a UI asks it for `status`: what it actually uses). */
   readonly built?: ((service: Service) => void) | undefined
+  /**
+   * The long-lived sandbox keeps the launch of the next command ready ahead of it (default `true`;
+   * `false` starts each launch when its command comes, as `pnpm bench sandbox` compares).
+   */
+  readonly spare?: boolean | undefined
 }
 
 const expand = (p: string, home: string) =>
   p === "~" ? home : p.startsWith("~/") ? path.join(home, p.slice(2)) : path.resolve(p)
 
 const realOr = (p: string) => {
+  // most of the paths asked about (secrets, config files) are not there: said without an exception
+  if (!exists(p)) return p
   try {
     return fs.realpathSync.native(p)
   } catch {
@@ -518,10 +525,9 @@ const realOr = (p: string) => {
 
 const within = (p: string, dir: string) => p === dir || p.startsWith(dir === "/" ? "/" : `${dir}/`)
 
-const exists = (p: string) => {
+function exists(p: string): boolean {
   try {
-    fs.lstatSync(p)
-    return true
+    return fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined
   } catch {
     return false
   }
@@ -837,7 +843,8 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
         process.execPath,
         ...Warm.supervisorArgs({
           proxy: proxied ? PROXY : undefined,
-          nest: Warm.nestArgs(availability.program!, p.root)
+          nest: Warm.nestArgs(availability.program!, p.root),
+          spare: options.spare
         })
       ]
       // as root there is no user namespace to nest: the supervisor keeps what a nested PID
@@ -929,6 +936,9 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
           )
           if (warm instanceof Error) reuseFailed = warm.message
           else {
+            // a prepared command counts as a user: a sandbox retired before it runs waits for it
+            const release = warm.hold()
+            yield* Effect.addFinalizer(() => Effect.sync(release))
             listening.add(refused)
             yield* Effect.addFinalizer(() => Effect.sync(() => listening.delete(refused)))
             const env = sandboxEnv(request.env ?? process.env, "/tmp", m)
@@ -940,7 +950,11 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
               started: () => {},
               mode: m,
               context: context(limit._tag === "none" ? undefined : processes),
-              run: () => warm.run({ argv, cwd: p.cwd, env })
+              run: () => {
+                const child = warm.run({ argv, cwd: p.cwd, env })
+                release()
+                return child
+              }
             } satisfies Launch
           }
         }

@@ -808,3 +808,149 @@ describe("Sandbox: process-limit cgroups", () => {
     }
   })
 })
+
+/** A WarmChild's output and exit, once it closed. */
+const outcome = (child: Warm.WarmChild) =>
+  new Promise<{ code: number | null; signal: string | null; out: string; err: string }>((resolve) => {
+    let out = ""
+    let err = ""
+    let code: number | null = null
+    let signal: string | null = null
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()))
+    child.once("exit", (c: number | null, s: string | null) => {
+      code = c
+      signal = s
+    })
+    child.once("error", (e: Error) => {
+      err += e.message
+    })
+    child.once("close", () => resolve({ code, signal, out, err }))
+  })
+
+/** The spare launches (bash running the shim) under this process's supervisors. */
+const spares = (): Array<number> => {
+  const sups = new Set(supervisors())
+  const parent = (pid: number) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    } catch {
+      return -1
+    }
+  }
+  const found: Array<number> = []
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    let argv: Array<string>
+    try {
+      argv = fs.readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0")
+    } catch {
+      continue
+    }
+    // the launcher the supervisor started for the next command, not yet given one
+    if (!argv[0]?.endsWith("bwrap") || !argv.some((a) => a.includes("muse-sandbox: cannot run"))) continue
+    if (sups.has(parent(Number(name)))) found.push(Number(name))
+  }
+  return found
+}
+
+describe.skipIf(!available || detected.backend !== "bubblewrap")("Sandbox: the long-lived sandbox's launches", () => {
+  const bwrap = detected.program!
+  const root = typeof process.getuid === "function" && process.getuid() === 0
+  const supervisor = (spare: boolean) =>
+    Warm.start({
+      file: process.execPath,
+      args: Warm.supervisorArgs({ nest: Warm.nestArgs(bwrap, root), spare }),
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      stdio: [],
+      started: () => {}
+    })
+  // the supervisors unref themselves; a test keeps the loop alive while it waits on them
+  const keep = setInterval(() => {}, 1000)
+  afterAll(() => clearInterval(keep))
+
+  it.each([
+    { launch: "the spare launch", spare: true },
+    { launch: "a launch of its own", spare: false }
+  ])(
+    "$launch: the launcher never loads what a command's LD_PRELOAD names; the command gets its env and cwd",
+    async ({ spare }) => {
+      const dir = tmp("muse-sbx-preload-")
+      // what a command could leave in its folder for the next launch: ld.so names it when it tries it
+      fs.writeFileSync(path.join(dir, "planted.so"), "not a library\n")
+      const warm = await supervisor(spare)
+      try {
+        for (let i = 0; i < 3; i++) {
+          const r = await outcome(
+            warm.run({
+              argv: ["/bin/sh", "-c", 'pwd; printf "%s|" "$LD_PRELOAD" "$ODD"; echo; exit 7'],
+              cwd: dir,
+              env: { PATH: "/usr/bin:/bin", LD_PRELOAD: "./planted.so", ODD: "a b\nc\td=e" }
+            })
+          )
+          expect(r.code).toBe(7)
+          expect(r.out).toBe(`${dir}\n./planted.so|a b\nc\td=e|\n`)
+          // the command's own loader tries it once; the launcher (which holds CAP_SYS_ADMIN as root) never
+          expect(r.err.split("\n").filter((l) => l.includes("planted.so"))).toHaveLength(1)
+        }
+      } finally {
+        warm.stop()
+      }
+    }
+  )
+
+  it("a spare launch is ready between commands, is replaced when it dies, and ends with the sandbox", async () => {
+    const warm = await supervisor(true)
+    const waitFor = async (check: () => boolean) => {
+      const end = Date.now() + 20_000
+      while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 25))
+      return check()
+    }
+    try {
+      expect(await waitFor(() => spares().length === 1)).toBe(true)
+      const first = spares()[0]!
+      const r = await outcome(warm.run({ argv: ["sh", "-c", "echo $$"], cwd: "/", env: { PATH: "/usr/bin:/bin" } }))
+      expect(r).toMatchObject({ code: 0, signal: null })
+      // another is ready for the next command
+      expect(await waitFor(() => spares().length === 1 && spares()[0] !== first)).toBe(true)
+      // one that died is not used: the command starts as it would without one
+      process.kill(spares()[0]!, "SIGKILL")
+      expect(await waitFor(() => spares().length === 0)).toBe(true)
+      const again = await outcome(warm.run({ argv: ["echo", "still"], cwd: "/", env: { PATH: "/usr/bin:/bin" } }))
+      expect(again).toMatchObject({ code: 0, out: "still\n" })
+      // a program that is not there, and a folder that is not: said, exit 127 or bubblewrap's 1
+      expect(await waitFor(() => spares().length === 1)).toBe(true)
+      const missing = await outcome(warm.run({ argv: ["no-such-program-x"], cwd: "/", env: { PATH: "/usr/bin:/bin" } }))
+      expect(missing.err).toMatch(/^(muse-sandbox: cannot run|bwrap: execvp) no-such-program-x/)
+      expect(missing.code).not.toBe(0)
+      // killed by a signal: as without the spare
+      expect(await waitFor(() => spares().length === 1)).toBe(true)
+      const killed = await outcome(
+        warm.run({ argv: ["sh", "-c", "kill -9 $$"], cwd: "/", env: { PATH: "/usr/bin:/bin" } })
+      )
+      expect(killed.code === 137 || killed.signal === "SIGKILL").toBe(true)
+    } finally {
+      warm.stop()
+    }
+    expect(await waitFor(() => spares().length === 0)).toBe(true)
+  })
+
+  it.scoped("a sandbox retired between the prepare and the run of a command waits for that command", () =>
+    Effect.gen(function* () {
+      const w = world()
+      const netrc = path.join(w.home, ".netrc")
+      const sandbox = yield* Sandbox.make({ mode: "workspace-write", reuse: true }, { home: w.home })
+      const request = { argv: ["sh", "-c", "echo ran"], cwd: w.root, root: w.root, env: process.env }
+      const launch = yield* sandbox.prepare(request)
+      expect(launch?.run).toBeDefined()
+      // a hidden file replaced by rename: the next command gets a new sandbox, the old one is retired
+      fs.writeFileSync(`${netrc}.new`, "machine example.com password new\n")
+      fs.renameSync(`${netrc}.new`, netrc)
+      const later = yield* Effect.scoped(sandbox.prepare(request))
+      expect(later?.run).toBeDefined()
+      const r = yield* Effect.promise(() => outcome(launch!.run!()))
+      expect(r).toMatchObject({ code: 0, out: "ran\n" })
+    })
+  )
+})

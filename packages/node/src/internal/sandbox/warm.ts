@@ -11,7 +11,11 @@
  * <program>: ENOENT`, and exits 127), 4 closed (both outputs ended), 5 ready. Each command runs in
  * a process group and a PID namespace of its own (a nested `bwrap`, `nestArgs`) with stdin from
  * /dev/null: it cannot see, signal or trace the supervisor or another command, and what it leaves
- * running ends with it. The supervisor says it is ready only once such a launch works here. With a proxy descriptor (see `proxy.ts`) the
+ * running ends with it. That launcher starts with a fixed environment in `/` (the command gets its
+ * own through `--setenv`/`--chdir`), and one is kept started ahead of the next command (a "spare": a
+ * `bash` shim that reads the command's folder, environment and argv, then `env -i` execs it), so a
+ * command costs a write and an exec; without a spare (none yet, it died, no `bash`) the launcher is
+ * started for the command. The supervisor says it is ready only once such a launch works here. With a proxy descriptor (see `proxy.ts`) the
  * supervisor also runs the network forwarder once and points every command's `HTTP(S)_PROXY` at it.
  *
  * @example
@@ -55,6 +59,8 @@ const exitOf = (
 export interface SupervisorConfig {
   readonly proxy?: number | undefined
   readonly nest: ReadonlyArray<string>
+  /** Keep one nested launch ready ahead of the next command (the default). */
+  readonly spare?: boolean | undefined
 }
 
 /** The arguments after node's path that start the supervisor. */
@@ -84,33 +90,92 @@ export const nestArgs = (bwrap: string, root: boolean): Array<string> => [
 /** The program the sandbox runs with node (`node -e SUPERVISOR <json config>`). */
 export const SUPERVISOR = String.raw`"use strict"
 ${FORWARD}
-const net = require("net"), { spawn } = require("child_process")
+const net = require("net"), fs = require("fs"), { spawn } = require("child_process")
 const out = new net.Socket({ fd: 1, readable: false, writable: true })
 const send = (t, id, d) => { const h = Buffer.alloc(9); h.writeUInt8(t, 0); h.writeUInt32BE(id, 1); h.writeUInt32BE(d ? d.length : 0, 5); out.write(d ? Buffer.concat([h, d]) : h) }
 const json = (o) => Buffer.from(JSON.stringify(o))
 const kids = new Map()
 const config = JSON.parse(process.argv[1] || "{}"), nest = config.nest || []
 let proxyEnv = {}
+// the launcher (which keeps CAP_SYS_ADMIN as root) starts with this environment and in /: nothing a
+// command left behind (a relative LD_PRELOAD, a library in its folder) is loaded by it
+const LAUNCH = { PATH: "/usr/bin:/bin", LC_ALL: "C" }
+const exe = (names) => names.find((f) => { try { fs.accessSync(f, fs.constants.X_OK); return true } catch { return false } })
+const BASH = exe(["/bin/bash", "/usr/bin/bash"]), ENV = exe(["/usr/bin/env", "/bin/env"])
+// the spare launch's shim: a line on descriptor 3 says go; then the command's folder, environment
+// (ended by an empty field) and argv, each NUL-terminated, from descriptor 4 (a file of no name the
+// supervisor wrote: read a buffer at a time, where a pipe is read a byte at a time); then exactly
+// that environment, in that folder
+const SHIM = [
+  'read -r _ <&3 || exit 125; exec 3<&-; IFS= read -r -d "" d <&4 || exit 125; e=(); PATH=/bin:/usr/bin',
+  'while IFS= read -r -d "" x <&4 && [ -n "$x" ]; do e+=("$x"); [ "\${x%%=*}" = PATH ] && PATH=\${x#PATH=}; done',
+  'a=(); while IFS= read -r -d "" x <&4; do a+=("$x"); done; exec 4<&-',
+  'no() { printf "muse-sandbox: cannot run %s: %s\\n" "$a" "$1" >&2; exit 127; }',
+  'cd -P -- "$d" 2>/dev/null || no "ENOENT (no folder $d)"; type -P -- "$a" >/dev/null || no ENOENT',
+  'exec ' + (ENV || "env") + ' -i -- "\${e[@]}" "\${a[@]}"'
+].join("\n")
+// an open file with no name in the sandbox's /tmp (O_TMPFILE): nothing else can open it
+const TMPFILE = 0o20000000 | fs.constants.O_DIRECTORY | fs.constants.O_RDWR
+const close = (fd) => { try { fs.closeSync(fd) } catch {} }
 // each command in a PID namespace of its own (and a fresh /proc): it cannot see or signal the
 // supervisor or another command, and whatever it leaves running dies with it
-const nested = (m) => nest.length === 0 ? m.argv : [...nest, "--chdir", m.cwd, "--", ...m.argv]
+const nested = (m, env) => nest.length === 0 ? m.argv : [...nest, "--clearenv", ...Object.entries(env).flatMap(([k, v]) => ["--setenv", k, String(v)]), "--chdir", m.cwd, "--", ...m.argv]
+// one nested launch kept ready ahead of the next command (its namespaces and /proc built): the
+// command then costs a write and an exec
+let spare, refill
+const fill = () => {
+  clearTimeout(refill)
+  if (spare || !ready || config.spare === false || nest.length === 0 || !BASH || !ENV) return
+  let c, spec
+  try { spec = fs.openSync("/tmp", TMPFILE, 0o600) } catch { return }
+  try { c = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", BASH, "-c", SHIM], { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe", "pipe", spec] }) }
+  catch { close(spec); return }
+  const s = { child: c, spec }
+  for (const st of [c.stdio[1], c.stdio[2], c.stdio[3]]) st.on("error", () => {})
+  const gone = () => { if (spare === s) spare = undefined; if (s.spec !== undefined) close(s.spec); s.spec = undefined }
+  c.on("error", gone)
+  c.on("exit", gone)
+  spare = s
+}
+// what the shim can carry: no NUL anywhere, no "=" in a program name or a variable's name
+const fits = (argv, env) => argv.length > 0 && !argv[0].includes("=") && argv.every((a) => typeof a === "string" && !a.includes("\0")) &&
+  Object.entries(env).every(([k, v]) => k !== "" && !k.includes("=") && !k.includes("\0") && !String(v).includes("\0"))
+const takeSpare = (m, env) => {
+  const s = spare
+  if (!s || s.child.exitCode !== null || s.child.signalCode !== null || !fits(m.argv, env) || typeof m.cwd !== "string" || m.cwd.includes("\0")) return undefined
+  spare = undefined
+  const z = (x) => x + "\0"
+  const spec = Buffer.from(z(m.cwd) + Object.entries(env).map(([k, v]) => z(k + "=" + v)).join("") + z("") + m.argv.map(z).join(""))
+  try { if (fs.writeSync(s.spec, spec, 0, spec.length, 0) !== spec.length) throw new Error("short write") }
+  catch { try { process.kill(-s.child.pid, "SIGKILL") } catch {}; return undefined }
+  finally { close(s.spec); s.spec = undefined }
+  s.child.stdio[3].end("go\n")
+  // the next one once this command is done (not alongside it, where it would slow it down), or
+  // after a second when it runs long
+  refill = setTimeout(fill, 1000)
+  return s.child
+}
 const start = (m) => {
   let child
   const env = Object.assign({}, m.env, proxyEnv)
   if (proxyEnv.HTTP_PROXY) { delete env.NO_PROXY; delete env.no_proxy }
   const cannot = (e) => { send(2, m.id, Buffer.from("muse-sandbox: cannot run " + m.argv[0] + ": " + (e.code || e.message) + "\n")); send(3, m.id, json({ code: 127, signal: null })) }
-  const argv = nested(m)
-  try { child = spawn(argv[0], argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
-  catch (e) { cannot(e); send(4, m.id); return }
+  child = takeSpare(m, env)
+  if (!child) {
+    const argv = nested(m, env)
+    try { child = nest.length === 0 ? spawn(argv[0], argv.slice(1), { cwd: m.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] }) : spawn(argv[0], argv.slice(1), { cwd: "/", env: LAUNCH, detached: true, stdio: ["ignore", "pipe", "pipe"] }) }
+    catch (e) { cannot(e); send(4, m.id); return }
+  }
   const k = { child, done: false, exited: false }
   kids.set(m.id, k)
   let open = 2
-  const ended = () => { if (--open === 0 && !k.done) { k.done = true; if (k.exited) kids.delete(m.id); send(4, m.id) } }
+  const finished = () => { if (k.done && k.exited) setImmediate(fill) }
+  const ended = () => { if (--open === 0 && !k.done) { k.done = true; if (k.exited) kids.delete(m.id); send(4, m.id); finished() } }
   for (const [s, t] of [[child.stdout, 1], [child.stderr, 2]]) {
     s.on("data", (d) => { if (!k.done) send(t, m.id, d) }); s.on("end", ended); s.on("error", () => {})
   }
-  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e) })
-  child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })) })
+  child.on("error", (e) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); cannot(e); finished() })
+  child.on("exit", (code, signal) => { if (k.exited) return; k.exited = true; if (k.done) kids.delete(m.id); send(3, m.id, json({ code, signal })); finished() })
 }
 const handle = (m) => {
   const k = kids.get(m.id)
@@ -126,7 +191,7 @@ process.stdin.on("end", () => process.exit(0))
 // namespaces gets no long-lived sandbox (the host gives each command a sandbox of its own)
 const probe = (then) => {
   if (nest.length === 0) return then()
-  const p = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", "true"], { stdio: ["ignore", "ignore", "pipe"] })
+  const p = spawn(nest[0], [...nest.slice(1), "--chdir", "/", "--", "true"], { cwd: "/", env: LAUNCH, stdio: ["ignore", "ignore", "pipe"] })
   let said = ""
   p.stderr.on("data", (d) => { said += d })
   p.on("error", (e) => { process.stderr.write("commands cannot get a PID namespace of their own here: " + e.message + "\n"); process.exit(1) })
@@ -137,9 +202,11 @@ const probe = (then) => {
   })
 }
 // with a proxy channel, every command's HTTP(S)_PROXY names the forwarder, started once here
+let ready = false
+const go = () => { send(5, 0); ready = true; setImmediate(fill) }
 probe(() => {
-  if (config.proxy === undefined) send(5, 0)
-  else forward(config.proxy, (url) => { proxyEnv = proxyEnvFor(url); send(5, 0) })
+  if (config.proxy === undefined) go()
+  else forward(config.proxy, (url) => { proxyEnv = proxyEnvFor(url); go() })
 })
 `
 
@@ -174,6 +241,11 @@ export interface Warm {
   readonly stop: () => void
   /** End it once the commands running now have ended (at once when none runs). */
   readonly retire: () => void
+  /**
+   * Count a command about to run as one of its users (a retired sandbox waits for it); the function
+   * returned gives that back (once; `run` has its own count).
+   */
+  readonly hold: () => () => void
 }
 
 interface Entry {
@@ -206,9 +278,11 @@ export const start = (options: StartOptions): Promise<Warm> =>
     if (proc.pid !== undefined) options.started(proc)
     const entries = new Map<number, Entry>()
     let retiring = false
+    let held = 0
+    const idle = () => entries.size === 0 && held === 0
     const forget = (id: number) => {
       entries.delete(id)
-      if (retiring && entries.size === 0) warm.stop()
+      if (retiring && idle()) warm.stop()
     }
     let next = 1
     let ready = false
@@ -366,7 +440,17 @@ export const start = (options: StartOptions): Promise<Warm> =>
       running: () => entries.size,
       retire: () => {
         retiring = true
-        if (entries.size === 0) warm.stop()
+        if (idle()) warm.stop()
+      },
+      hold: () => {
+        held++
+        let given = false
+        return () => {
+          if (given) return
+          given = true
+          held--
+          if (retiring && idle()) warm.stop()
+        }
       },
       alive: () => dead === undefined,
       stop: () => {
