@@ -17,7 +17,7 @@
  * )
  * ```
  */
-import { LanguageModel, Prompt, type Response, type Toolkit } from "@effect/ai"
+import { IdGenerator, LanguageModel, Prompt, type Response, type Toolkit } from "@effect/ai"
 import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as Recorder from "./Recorder.js"
@@ -311,6 +311,12 @@ export const make = (
   Effect.gen(function* () {
     const lm = yield* LanguageModel.LanguageModel
     const rec = yield* Recorder.Recorder
+    // The id generator a `LanguageModel` made in this context uses (the default when none is given). With it in
+    // the caller's context, a model's stream need not provide it again to every effect it runs.
+    const ids = Option.getOrElse(
+      yield* Effect.serviceOption(IdGenerator.IdGenerator),
+      () => IdGenerator.defaultIdGenerator
+    )
     // Per agent: a hash of each message of its previous request (to record only what is new) and a
     // running hash over them (so a request's fingerprint costs only its new messages). Both are taken
     // over the messages' JSON as the log stores it, redacted: a replay sees only that, and computes
@@ -404,6 +410,7 @@ export const make = (
         return { text, toolCalls, finishReason, usage } satisfies Reply
       }).pipe(
         Effect.scoped,
+        Effect.provideService(IdGenerator.IdGenerator, ids),
         Effect.catchAll((e) =>
           Effect.succeed(
             e instanceof ModelError

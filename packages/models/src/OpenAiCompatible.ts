@@ -119,8 +119,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
         const assembler = new StreamAssembler(provider, ids)
         return sseEvents(client.execute(request(payload)), module).pipe(
           Stream.takeUntil((event) => event.data.trim() === "[DONE]"),
-          Stream.mapEffect((event) => assembler.chunk(event.data)),
-          Stream.flattenIterables,
+          Stream.mapChunksEffect((events) => assembler.chunks(events)),
           Stream.concat(
             Stream.suspend(() =>
               assembler.complete

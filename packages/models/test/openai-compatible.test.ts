@@ -1,7 +1,7 @@
 import { type AddressInfo, createServer } from "node:net"
-import { LanguageModel } from "@effect/ai"
+import { IdGenerator, LanguageModel } from "@effect/ai"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import * as Fake from "./support/FakeServer.js"
 import {
   fast,
@@ -153,6 +153,66 @@ describe("openai-compatible (Chat Completions)", () => {
       ])
       expect(server.requests[0]!.body).toMatchObject({ stream: true, stream_options: { include_usage: true } })
     })
+  )
+
+  it.scopedLive(
+    "a stream in one write: events of one read become parts in order; ids from the model's own generator",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Fake.make
+        const events = [
+          chunk({ role: "assistant", content: "" }),
+          chunk({ content: "Reading" }),
+          chunk({ content: " both." }),
+          chunk({ tool_calls: [toolCall('{"path":"README.md"}', "", 0)] }),
+          chunk({ tool_calls: [toolCall("", "call_2", 1)] }),
+          chunk({ tool_calls: [{ index: 1, function: { arguments: '{"path":"package.json"}' } }] }),
+          chunk({}, "tool_calls"),
+          usageChunk({ prompt_tokens: 80, completion_tokens: 30, total_tokens: 110 }),
+          DONE
+        ]
+        server.reply(...[1, 2, 3].map(() => Fake.sse(events, { gapMs: 0 })))
+        // the model's layer has its own id generator; a caller's context may hold it, another, or none
+        let n = 0
+        const own: IdGenerator.Service = { generateId: () => Effect.sync(() => `own-${++n}`) }
+        const other: IdGenerator.Service = { generateId: () => Effect.succeed("other") }
+        const model = yield* Layer.build(
+          modelLayer(SPEC, server, "/v1").pipe(Layer.provide(Layer.succeed(IdGenerator.IdGenerator, own)))
+        )
+        const run = LanguageModel.streamText({
+          prompt: "Read both",
+          toolkit: Tools,
+          disableToolCallResolution: true
+        }).pipe(
+          Stream.runCollect,
+          Effect.map((c) => ({
+            parts: [...c],
+            finish: [...c].find((p) => p.type === "finish")
+          })),
+          Effect.provide(toolsLayer([])),
+          Effect.provide(model)
+        )
+        const results = [
+          yield* run,
+          yield* run.pipe(Effect.provideService(IdGenerator.IdGenerator, own)),
+          yield* run.pipe(Effect.provideService(IdGenerator.IdGenerator, other))
+        ]
+        const summary = results.map((r) =>
+          r.parts.flatMap((p) =>
+            p.type === "text-delta"
+              ? [p.delta]
+              : p.type === "tool-call"
+                ? [`${p.id}:${p.name}:${JSON.stringify(p.params)}`]
+                : []
+          )
+        )
+        expect(summary).toEqual([
+          ["Reading", " both.", 'own-1:read_file:{"path":"README.md"}', 'call_2:read_file:{"path":"package.json"}'],
+          ["Reading", " both.", 'own-2:read_file:{"path":"README.md"}', 'call_2:read_file:{"path":"package.json"}'],
+          ["Reading", " both.", 'own-3:read_file:{"path":"README.md"}', 'call_2:read_file:{"path":"package.json"}']
+        ])
+        expect(results.map((r) => r.finish?.reason)).toEqual(["tool-calls", "tool-calls", "tool-calls"])
+      })
   )
 
   it.scopedLive("streamed tool calls: argument fragments of two parallel calls are assembled", () =>

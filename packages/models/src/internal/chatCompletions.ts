@@ -1,5 +1,5 @@
 import { AiError, IdGenerator, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
-import { Effect, Encoding } from "effect"
+import { Chunk, Effect, Encoding } from "effect"
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (the subset of the Chat Completions format this adapter reads and writes)
@@ -365,6 +365,23 @@ export class StreamAssembler {
   /** Whether the server said the response is complete (`[DONE]` or a finish reason). */
   get complete(): boolean {
     return this.done || this.finishReason !== undefined
+  }
+
+  /**
+   * The parts for a run of stream events, in one effect: a stream runs each effect it maps with its
+   * context provided anew, so one per chunk of events (rather than one per event) keeps that per read.
+   */
+  chunks(
+    events: Chunk.Chunk<{ readonly data: string }>
+  ): Effect.Effect<Chunk.Chunk<Response.StreamPartEncoded>, AiError.AiError> {
+    const self = this
+    return Effect.gen(function* () {
+      const parts: Array<Response.StreamPartEncoded> = []
+      for (const event of events) {
+        for (const part of yield* self.chunk(event.data)) parts.push(part)
+      }
+      return Chunk.unsafeFromArray(parts)
+    })
   }
 
   chunk(data: string): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.AiError> {
