@@ -98,6 +98,33 @@ describe("what a runner refuses", () => {
     expect(fs.existsSync(marker)).toBe(false)
   })
 
+  it("a repository's commit is read by hardened git: a GIT_DIR around muse (a hook) does not redirect it, ext:: never runs", async () => {
+    const init = (dir: string, text: string) => {
+      fs.mkdirSync(dir)
+      const g = (...args: Array<string>) => execFileSync("git", args, { cwd: dir, stdio: "ignore" })
+      g("init", "-q")
+      fs.writeFileSync(path.join(dir, "f.txt"), text)
+      g("add", "-A")
+      g("-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", text)
+      return execFileSync("git", ["rev-parse", "HEAD"], { cwd: dir, encoding: "utf8" }).trim()
+    }
+    const mine = init(path.join(root, "base-mine"), "mine")
+    const other = init(path.join(root, "base-other"), "other")
+    const saved = process.env.GIT_DIR
+    process.env.GIT_DIR = path.join(root, "base-other", ".git")
+    try {
+      expect(await Effect.runPromise(baseOf(path.join(root, "base-mine")))).toBe(mine)
+    } finally {
+      if (saved === undefined) delete process.env.GIT_DIR
+      else process.env.GIT_DIR = saved
+    }
+    expect(await Effect.runPromise(baseOf(`file://${path.join(root, "base-other")}`))).toBe(other)
+    const marker = path.join(root, "ext-ran")
+    const ext = await Effect.runPromise(Effect.either(baseOf(`ext::sh -c touch% ${marker}`)))
+    expect(ext._tag).toBe("Left")
+    expect(fs.existsSync(marker)).toBe(false)
+  })
+
   it("a Run message whose session id is not a plain name, names another entity, or whose base or repository is not one, is refused", () => {
     const job = { session: "20261202-a1", task: "t", repo: "/srv/app.git", base: "a".repeat(40), args: [] }
     expect(SessionCluster.jobProblem(job, job.session)).toBeUndefined()

@@ -219,6 +219,36 @@ describe("Git", () => {
     expect(plainSteps.next(answer)).toEqual({ done: true, value: answer })
   })
 
+  it("a command that talks to a remote may use file, http(s) and ssh, never ext::, and only outside a repository", () => {
+    const { repo } = hostileRepo()
+    const out = tmp()
+    // by default no transport at all, not even a local path
+    const refused = Git.runSync(["clone", "--quiet", "--", repo, path.join(out, "a")], { cwd: out })
+    expect(refused.status).not.toBe(0)
+    expect(refused.stderr).toContain("transport 'file' not allowed")
+    const cloned = Git.runSync(["clone", "--quiet", "--", repo, path.join(out, "b")], { cwd: out, remote: true })
+    expect(cloned.status, cloned.stderr).toBe(0)
+    expect(fs.existsSync(path.join(out, "b", ".gitattributes"))).toBe(true)
+    const listed = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: out, remote: true })
+    expect(listed.stdout).toMatch(/^[0-9a-f]{40}\tHEAD/)
+    // a user's config that allows every transport does not let ext:: run a program
+    const marker = path.join(out, "ext-ran")
+    const globalFile = path.join(out, "allow-all")
+    fs.writeFileSync(globalFile, "[protocol]\n\tallow = always\n")
+    const ext = Git.runSync(["ls-remote", "--", `ext::sh -c touch% ${marker}`, "HEAD"], {
+      cwd: out,
+      remote: true,
+      env: { GIT_CONFIG_GLOBAL: globalFile }
+    })
+    expect(ext.status).not.toBe(0)
+    expect(ext.stderr).toContain("transport 'ext' not allowed")
+    expect(fs.existsSync(marker)).toBe(false)
+    // inside a repository, whose config could name the ssh command or a credential helper: refused
+    const inside = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: repo, remote: true })
+    expect(inside.status).not.toBe(0)
+    expect(inside.stderr).toContain("must run outside any repository")
+  })
+
   it("says when git is missing or too old", () => {
     expect(Git.versionProblem()).toBeUndefined()
     expect(Git.MIN_VERSION).toEqual([2, 31])

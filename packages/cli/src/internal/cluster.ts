@@ -15,12 +15,13 @@
  * muse attach 2026-12-01T22-50-00-1a2b --log postgres://muse@db/muse
  * ```
  */
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Event, EventLog } from "@musekit/core"
-import { EventLogFile } from "@musekit/node"
+import { EventLogFile, Git } from "@musekit/node"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 import * as History from "./history.js"
@@ -38,8 +39,12 @@ const needPostgres = (location: LogStore.Location, command: string) =>
         })
       )
 
-const git = (args: ReadonlyArray<string>, cwd?: string) => {
-  const r = spawnSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+/**
+ * `git <args>` hardened (`Git` in `@musekit/node`); a command that talks to a remote runs in a
+ * folder outside any repository, with the transports the user's own configuration allows.
+ */
+const git = (args: ReadonlyArray<string>, at: { readonly cwd: string } | "remote") => {
+  const r = Git.runSync(args, at === "remote" ? { cwd: os.tmpdir(), remote: true } : at)
   return { ok: r.status === 0, out: (r.stdout ?? "").trim(), err: (r.stderr ?? "").trim() }
 }
 
@@ -51,7 +56,7 @@ export const baseOf = (repo: string): Effect.Effect<string, CliError> => {
       new CliError({ code: ExitCode.Usage, message: `--repo ${repo}: a repository location cannot start with '-'` })
     )
   }
-  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", "--", repo, "HEAD"])
+  const r = local ? git(["rev-parse", "HEAD"], { cwd: repo }) : git(["ls-remote", "--", repo, "HEAD"], "remote")
   const sha = r.out.split(/\s/)[0] ?? ""
   return r.ok && /^[0-9a-f]{40}$/.test(sha)
     ? Effect.succeed(sha)
@@ -209,14 +214,15 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
   Effect.gen(function* () {
     const url = yield* needPostgres(options.location, "runner")
     const SessionCluster = yield* clusterModule()
-    fs.mkdirSync(options.workDir, { recursive: true })
+    const workDir = path.resolve(options.workDir)
+    fs.mkdirSync(workDir, { recursive: true })
     const runOne = (job: import("@musekit/pg/SessionCluster").Job) =>
       Effect.gen(function* () {
         if (!SessionCluster.SESSION_ID.test(job.session)) {
           return { status: "refused: the session id is not a plain name", exitCode: ExitCode.Usage }
         }
         const store = yield* options.openStore
-        const dir = path.join(options.workDir, job.session)
+        const dir = path.join(workDir, job.session)
         for (;;) {
           // a session the log does not have yet is new; any other failure to read (the database
           // away for a moment) dies, and the cluster delivers the message again: taken for a new
@@ -226,8 +232,8 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             Effect.orDie
           )
           fs.rmSync(dir, { recursive: true, force: true })
-          const clone = git(["clone", "--quiet", "--", job.repo, dir])
-          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
+          const clone = git(["clone", "--quiet", "--", job.repo, dir], "remote")
+          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], { cwd: dir }) : clone
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
             return { status: "failed", exitCode: ExitCode.Failed }
