@@ -21,7 +21,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Event, EventLog } from "@musekit/core"
-import { EventLogFile, Git } from "@musekit/node"
+import { EventLogFile, Git, WorkspaceNode } from "@musekit/node"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 import * as History from "./history.js"
@@ -129,20 +129,6 @@ export const takeoverNote = (
   return parts.join(" ")
 }
 
-/** The first part of `rel` (under `root`) that is a symbolic link, or `undefined`. */
-const linkOnPath = (root: string, rel: string): string | undefined => {
-  let at = root
-  for (const part of rel.split(path.sep)) {
-    at = path.join(at, part)
-    try {
-      if (fs.lstatSync(at).isSymbolicLink()) return at
-    } catch {
-      return undefined
-    }
-  }
-  return undefined
-}
-
 /**
  * Put back every file the log records a change of, as the last change left it (from the blob
  * store). Returns the files put back and those whose content the store does not hold (a log
@@ -162,13 +148,13 @@ export const restoreFiles = (
     }
     const missing: Array<string> = []
     let restored = 0
+    const realRoot = fs.realpathSync(root)
     for (const [p, hash] of last) {
-      const file = path.resolve(root, p)
-      const rel = path.relative(root, file)
+      const file = path.resolve(realRoot, p)
+      const rel = path.relative(realRoot, file)
       if (rel === "" || rel.startsWith("..") || path.isAbsolute(rel)) continue
       // the clone may hold symbolic links where the session had files: never write through one
-      const link = linkOnPath(root, rel)
-      if (link !== undefined) {
+      if (WorkspaceNode.symlinkEscape(realRoot, file, { anyLink: true }) !== undefined) {
         missing.push(p)
         continue
       }
