@@ -12,7 +12,7 @@ import { EventLogFile } from "@musekit/node"
 import * as SessionCluster from "@musekit/pg/SessionCluster"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { baseOf, restoreFiles, takeoverNote } from "../src/internal/cluster.js"
+import { baseOf, restoreFiles, retryDelayMs, takeoverNote } from "../src/internal/cluster.js"
 import { buggyRepo, ensureBuilt, muse, museAsync, readLog, sandbox, writeScript } from "./support/cli.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cluster-"))
@@ -57,6 +57,15 @@ describe("a workspace rebuilt from the log", () => {
     expect(note).toContain("1 shell command(s) ran before")
     expect(note).toContain("does not hold what the session's changes left in lost.txt: it is as the base commit has it")
     expect(takeoverNote(events.slice(0, 2))).toBeUndefined()
+  })
+})
+
+describe("a session whose log the process that ran it before still holds", () => {
+  it("is tried again after 1 s, then 2, 4, 8, 16, and at most every 30 s", () => {
+    expect(Array.from({ length: 8 }, (_, i) => retryDelayMs(i))).toEqual([
+      1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000
+    ])
+    expect(retryDelayMs(10_000)).toBe(30000)
   })
 })
 

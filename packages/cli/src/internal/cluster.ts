@@ -22,7 +22,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Event, EventLog } from "@musekit/core"
 import { EventLogFile, Git, WorkspaceNode } from "@musekit/node"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 import * as History from "./history.js"
 import type * as LogStore from "./logStore.js"
@@ -193,6 +193,13 @@ export interface RunnerOptions {
   readonly say: (line: string) => void
 }
 
+/**
+ * How long a runner waits before its next try (`attempt` from 0) at a session whose log the process
+ * that ran it before still holds: 1 s, doubling, at most 30 s (a lost machine's connection can take
+ * minutes to drop, see docs/cluster.md).
+ */
+export const retryDelayMs = (attempt: number): number => Math.min(1000 * 2 ** Math.min(attempt, 5), 30_000)
+
 const binPath = () => path.join(path.dirname(fileURLToPath(import.meta.url)), "bin.js")
 
 /** Serve sessions until interrupted. */
@@ -209,7 +216,7 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
         }
         const store = yield* options.openStore
         const dir = path.join(workDir, job.session)
-        for (;;) {
+        for (let attempt = 0; ; attempt++) {
           // a session the log does not have yet is new; any other failure to read (the database
           // away for a moment) dies, and the cluster delivers the message again: taken for a new
           // session, a started one would fail as "already exists" and never be resumed
@@ -239,8 +246,11 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
                 ...job.args
               ]
             : ["run", job.task, "--session-id", job.session, "--output-format", "stream-json", ...job.args]
-          options.say(`session ${job.session}: ${started ? "taking over" : "starting"} in ${dir}`)
-          if (note) options.say(`session ${job.session}: ${note}`)
+          // (said once: a try again after the log was found in use says nothing new)
+          if (attempt === 0) {
+            options.say(`session ${job.session}: ${started ? "taking over" : "starting"} in ${dir}`)
+            if (note) options.say(`session ${job.session}: ${note}`)
+          }
           const result = yield* Effect.async<{ code: number; inUse: boolean; nothing: boolean }>((resume) => {
             const child = spawn(process.execPath, [binPath(), ...args], {
               cwd: dir,
@@ -271,14 +281,20 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
               errTail = (errTail + d).slice(-2000)
             })
             child.on("exit", (code) => {
-              if (code !== 0) options.say(`session ${job.session}: muse ${args[0]} exited ${code}: ${errTail.trim()}`)
+              if (code !== 0 && !inUse)
+                options.say(`session ${job.session}: muse ${args[0]} exited ${code}: ${errTail.trim()}`)
             })
             child.on("exit", (code) => resume(Effect.succeed({ code: code ?? ExitCode.Failed, inUse, nothing })))
             return Effect.sync(() => child.kill("SIGKILL"))
           })
           // the process that ran it before still holds it (its connection not yet dropped): try again
           if (result.inUse) {
-            yield* Effect.sleep("1 second")
+            if (attempt === 0) {
+              options.say(
+                `session ${job.session}: its log is still held by the process that ran it before (its connection not yet dropped): trying again, at most every ${retryDelayMs(Number.POSITIVE_INFINITY) / 1000} s`
+              )
+            }
+            yield* Effect.sleep(Duration.millis(retryDelayMs(attempt)))
             continue
           }
           return {
