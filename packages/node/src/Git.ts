@@ -396,7 +396,14 @@ export function* steps<R extends Ran>(
   args: ReadonlyArray<string>,
   options: RunSyncOptions
 ): Generator<GitCall, R | string, R> {
-  const extra = options.remote ? { ...remoteEnvironment(), ...options.env } : options.env
+  const extra = options.remote
+    ? {
+        // git looks for a repository in cwd only, not in the folders above it
+        GIT_CEILING_DIRECTORIES: path.dirname(path.resolve(options.cwd)),
+        ...remoteEnvironment(),
+        ...options.env
+      }
+    : options.env
   const fixed = options.remote ? REMOTE_FIXED : fixedConfig
   // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
   if (!readsContent(args) && !options.remote)
@@ -405,7 +412,7 @@ export function* steps<R extends Ran>(
   if (problem) return problem
   if (options.remote) {
     // the user's transports, ssh and credential helpers run: no repository's configuration may be in scope
-    const inside = yield { args: ["rev-parse", "--git-dir"], cwd: options.cwd, env: environment() }
+    const inside = yield { args: ["rev-parse", "--git-dir"], cwd: options.cwd, env: environment([], extra) }
     if (inside.status === 0) {
       return `git ${args[0] ?? ""} talks to a remote and must run outside any repository, but ${options.cwd} is in one`
     }
@@ -512,8 +519,9 @@ export interface RunSyncOptions {
   readonly input?: string | Uint8Array | undefined
   /**
    * The command talks to a remote (`clone`, `ls-remote`): the {@link REMOTE_PROTOCOLS} are allowed
-   * and the user's own ssh command and credential helpers apply. Refused when `cwd` is inside a
-   * repository, whose configuration could name programs for those.
+   * and the user's own ssh command and credential helpers apply. No repository's configuration,
+   * which could name programs for those, may be in scope: git does not look above `cwd` for one,
+   * and a `cwd` that is a repository is refused.
    */
   readonly remote?: boolean | undefined
 }

@@ -247,6 +247,11 @@ describe("Git", () => {
     const inside = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: repo, remote: true })
     expect(inside.status).not.toBe(0)
     expect(inside.stderr).toContain("must run outside any repository")
+    // a plain folder inside one: git does not look above it, so the repository's config is not in scope
+    const sub = path.join(repo, "plain")
+    fs.mkdirSync(sub)
+    const below = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: sub, remote: true })
+    expect(below.status, below.stderr).toBe(0)
   })
 
   it("says when git is missing or too old", () => {

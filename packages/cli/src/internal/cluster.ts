@@ -40,11 +40,11 @@ const needPostgres = (location: LogStore.Location, command: string) =>
       )
 
 /**
- * `git <args>` hardened (`Git` in `@musekit/node`); a command that talks to a remote runs in a
- * folder outside any repository, with the transports the user's own configuration allows.
+ * `git <args>` hardened (`Git` in `@musekit/node`) in `cwd`; a command that talks to a remote
+ * (`remote`) runs with the transports the user's own configuration allows.
  */
-const git = (args: ReadonlyArray<string>, at: { readonly cwd: string } | "remote") => {
-  const r = Git.runSync(args, at === "remote" ? { cwd: os.tmpdir(), remote: true } : at)
+const git = (args: ReadonlyArray<string>, cwd: string, remote = false) => {
+  const r = Git.runSync(args, { cwd, remote })
   return { ok: r.status === 0, out: (r.stdout ?? "").trim(), err: (r.stderr ?? "").trim() }
 }
 
@@ -56,7 +56,7 @@ export const baseOf = (repo: string): Effect.Effect<string, CliError> => {
       new CliError({ code: ExitCode.Usage, message: `--repo ${repo}: a repository location cannot start with '-'` })
     )
   }
-  const r = local ? git(["rev-parse", "HEAD"], { cwd: repo }) : git(["ls-remote", "--", repo, "HEAD"], "remote")
+  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", "--", repo, "HEAD"], os.tmpdir(), true)
   const sha = r.out.split(/\s/)[0] ?? ""
   return r.ok && /^[0-9a-f]{40}$/.test(sha)
     ? Effect.succeed(sha)
@@ -225,8 +225,8 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             Effect.orDie
           )
           fs.rmSync(dir, { recursive: true, force: true })
-          const clone = git(["clone", "--quiet", "--", job.repo, dir], "remote")
-          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], { cwd: dir }) : clone
+          const clone = git(["clone", "--quiet", "--", job.repo, dir], workDir, true)
+          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
             return { status: "failed", exitCode: ExitCode.Failed }
