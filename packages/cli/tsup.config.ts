@@ -3,6 +3,7 @@ import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import type { Plugin } from "esbuild"
 import { defineConfig, type Options } from "tsup"
+import { writeScriptSum } from "./src/internal/codeCache.js"
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url))
 const pkg = JSON.parse(readFileSync(here("./package.json"), "utf8")) as { version: string }
@@ -59,6 +60,26 @@ const lazyFirstCall: Plugin = {
   }
 }
 
+// What both builds share: the @musekit/* sources bundled in, the same packages left outside, the
+// version compiled in.
+//
+// Everything is bundled (one parse instead of hundreds of module files: about half the start-up
+// time) except what must stay a real module: picomatch (loaded with createRequire by
+// @musekit/node), and the Anthropic tokenizer and web-tree-sitter (they read a .wasm file beside
+// themselves; the bash grammar's .wasm is found with require.resolve).
+const outside = ["@anthropic-ai/tokenizer", "picomatch", "web-tree-sitter", "tree-sitter-bash"]
+const base = {
+  target: "node20",
+  platform: "node",
+  noExternal: [new RegExp(`^(?!(${outside.map((p) => p.replace(/[/.-]/g, "\\$&")).join("|")})(/|$))`)],
+  external: outside,
+  define: { __MUSE_VERSION__: JSON.stringify(pkg.version) },
+  esbuildPlugins: [lazyFirstCall],
+  esbuildOptions(options: Parameters<NonNullable<Options["esbuildOptions"]>>[0]) {
+    options.alias = { ...options.alias, ...alias }
+  }
+} satisfies Options
+
 // gpt-tokenizer (its tables are half of the code) is a file of its own, required on first use
 const tokenizer = createRequire(here("../../plugins/compaction/package.json")).resolve("gpt-tokenizer")
 const tokenizerApart: Plugin = {
@@ -77,15 +98,12 @@ const boot = {
   clean: false,
   sourcemap: false,
   splitting: false,
-  target: "node20",
-  platform: "node",
-  noExternal: [/^(?!(@anthropic-ai\/tokenizer|picomatch|web-tree-sitter|tree-sitter-bash)(\/|$))/],
-  external: ["@anthropic-ai/tokenizer", "picomatch", "web-tree-sitter", "tree-sitter-bash"],
-  define: { __MUSE_VERSION__: JSON.stringify(pkg.version), "import.meta.url": "__museImportMetaUrl" },
+  ...base,
+  define: { ...base.define, "import.meta.url": "__museImportMetaUrl" },
   banner: { js: 'const __museImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-  esbuildPlugins: [lazyFirstCall, tokenizerApart],
+  esbuildPlugins: [...base.esbuildPlugins, tokenizerApart],
   esbuildOptions(options) {
-    options.alias = { ...options.alias, ...alias }
+    base.esbuildOptions(options)
     // ASCII only and no comments or white space: V8 reads it as a one-byte string and its cache
     // checks fewer bytes; names are kept, so stack traces still read
     options.charset = "ascii"
@@ -101,6 +119,8 @@ const boot = {
     const text = readFileSync(file, "utf8")
     const ascii = text.replace(/[^\0-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
     if (ascii !== text) writeFileSync(file, ascii)
+    // its sum, read at start instead of hashing the script (src/internal/codeCache.ts)
+    writeScriptSum(file)
   }
 } satisfies Options
 
@@ -109,24 +129,12 @@ const esm = {
   format: ["esm"],
   dts: { entry: "src/index.ts" },
   // (the CommonJS build writes beside this one at the same time)
-  clean: ["!boot.cjs", "!boot-gpt-tokenizer.cjs"],
+  clean: ["!boot.cjs", "!boot.cjs.sum", "!boot-gpt-tokenizer.cjs"],
   sourcemap: true,
   splitting: true,
-  target: "node20",
-  platform: "node",
-  // Everything is bundled (one parse instead of hundreds of module files: about half the start-up
-  // time) except what must stay a real module: picomatch (loaded with createRequire by
-  // @musekit/node), and the Anthropic tokenizer and web-tree-sitter (they read a .wasm file beside
-  // themselves; the bash grammar's .wasm is found with require.resolve).
-  noExternal: [/^(?!(@anthropic-ai\/tokenizer|picomatch|web-tree-sitter|tree-sitter-bash)(\/|$))/],
-  external: ["@anthropic-ai/tokenizer", "picomatch", "web-tree-sitter", "tree-sitter-bash"],
+  ...base,
   banner: {
     js: 'import { createRequire as __museRequire } from "node:module"; const require = __museRequire(import.meta.url);'
-  },
-  define: { __MUSE_VERSION__: JSON.stringify(pkg.version) },
-  esbuildPlugins: [lazyFirstCall],
-  esbuildOptions(options) {
-    options.alias = { ...options.alias, ...alias }
   },
   onSuccess: async () => {
     // the skills plugin reads its prompt files from ../prompts/ beside the code that uses them

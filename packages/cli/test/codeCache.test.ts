@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cacheDirs, loadScript } from "../src/internal/codeCache.js"
+import { cacheDirs, loadScript, sumFile, writeScriptSum } from "../src/internal/codeCache.js"
 import { buggyRepo, ensureBuilt, fixScript, muse, sandbox, writeScript } from "./support/cli.js"
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "muse-code-cache-"))
@@ -163,6 +163,75 @@ describe("code cache", () => {
     const off = loadScript(file, { dirs: [writable], enabled: false })
     expect(off.cache).toBe("off")
     expect(off.persist()).toBe(false)
+  })
+
+  it("the build's sum names the cache; a missing, stale or garbled sum is computed again and the right code runs", () => {
+    const dir = tmp()
+    const cache = path.join(dir, "cache")
+    const file = writeModule(dir, "summed")
+    const computed = loadScript(file, { dirs: [cache] })
+    computed.persist()
+    writeScriptSum(file)
+    expect(fs.readFileSync(sumFile(file), "latin1")).toMatch(/^muse-script-sum-1 \d+ [0-9a-f]{8} ascii\n$/)
+    // the sum names the same cache the computed CRC-32 did
+    const summed = loadScript(file, { dirs: [cache] })
+    expect(summed.cacheFile).toBe(computed.cacheFile)
+    expect(summed.cache).toBe("hit")
+    // a sum the start reads is believed: one that lies (same length) names another cache
+    const liar = fs.readFileSync(sumFile(file), "latin1").replace(/ [0-9a-f]{8} /, " 00000000 ")
+    fs.writeFileSync(sumFile(file), liar)
+    expect(path.basename(loadScript(file, { dirs: [cache] }).cacheFile!)).toContain("-00000000-")
+
+    // the script rebuilt after its sum (another answer, same length): the sum is older, so it is computed
+    writeScriptSum(file)
+    const later = new Date(Date.now() + 5000)
+    writeModule(dir, "rebuilt")
+    fs.utimesSync(file, later, later)
+    const rebuilt = loadScript(file, { dirs: [cache] })
+    expect(rebuilt.exports).toEqual({ answer: "rebuilt", here: "mod.cjs", sum: 201 })
+    expect(rebuilt.cache).toBe("missing")
+    expect(rebuilt.cacheFile).not.toBe(computed.cacheFile)
+
+    // of another length, garbled, or missing: computed, and the same as without a sum
+    for (const text of [
+      fs.readFileSync(sumFile(file), "latin1").replace(/ \d+ /, " 7 "),
+      "muse-script-sum-1 garbage\n",
+      undefined
+    ]) {
+      if (text === undefined) fs.rmSync(sumFile(file))
+      else {
+        fs.writeFileSync(sumFile(file), text)
+        fs.utimesSync(sumFile(file), later, later)
+      }
+      const r = loadScript(file, { dirs: [cache] })
+      expect(r.cacheFile).toBe(rebuilt.cacheFile)
+      expect(r.exports).toEqual({ answer: "rebuilt", here: "mod.cjs", sum: 201 })
+    }
+  })
+
+  it("Node or V8 flags (command line or NODE_OPTIONS) name a cache of their own", () => {
+    const dir = tmp()
+    const cache = path.join(dir, "cache")
+    const file = writeModule(dir, "flags")
+    const before = process.env.NODE_OPTIONS
+    try {
+      delete process.env.NODE_OPTIONS
+      const plain = loadScript(file, { dirs: [cache] })
+      plain.persist()
+      process.env.NODE_OPTIONS = "--max-semi-space-size=32"
+      const flagged = loadScript(file, { dirs: [cache] })
+      expect(flagged.cacheFile).not.toBe(plain.cacheFile)
+      expect(flagged.cache).toBe("missing")
+      expect(flagged.persist()).toBe(true)
+      expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+      // both stay: alternating runs do not rewrite each other's cache
+      delete process.env.NODE_OPTIONS
+      expect(loadScript(file, { dirs: [cache] }).cache).toBe("hit")
+      expect(cacheFiles(cache)).toHaveLength(2)
+    } finally {
+      if (before === undefined) delete process.env.NODE_OPTIONS
+      else process.env.NODE_OPTIONS = before
+    }
   })
 
   it("cacheDirs: beside the bundle, then the user's cache folder; MUSE_CODE_CACHE_DIR replaces both", () => {

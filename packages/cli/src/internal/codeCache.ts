@@ -3,15 +3,19 @@
  * Node 20 keeps no compile cache for ES modules; `muse` runs its commands from `dist/boot.cjs`
  * (the same code as the ES module chunks, as one script) through this loader.
  *
- * The cache file's name carries the script's length and CRC-32 and the Node version, architecture and V8
- * version, so a new build or a new Node never reads an old cache. Its header holds a CRC-32 of the
- * payload: a truncated or corrupt file is ignored (and rewritten), never handed to V8. A cache
- * that cannot be read or written (read-only folder, no home) only costs the compile it would
- * have saved.
+ * The cache file's name carries the script's length and CRC-32, the Node version, architecture and V8
+ * version, and a digest of the Node and V8 flags (`process.execArgv`, `NODE_OPTIONS`: V8 rejects a cache
+ * made under other flags), so a new build, a new Node or other flags never read an old cache. The build
+ * writes the script's CRC-32 beside it (`boot.cjs.sum`, see {@link writeScriptSum}), read at start instead of
+ * hashing the whole script; a missing sum, or one older than the script or of another length, is computed
+ * again. The cache's header holds a CRC-32 of the payload: a truncated or corrupt file is ignored
+ * (and rewritten), never handed to V8. A cache that cannot be read or written (read-only folder, no
+ * home) only costs the compile it would have saved.
  *
  * @example
  * ```ts
- * import { loadScript } from "./codeCache.js"
+ * import { loadScript, writeScriptSum } from "./codeCache.js"
+ * writeScriptSum("/path/to/dist/boot.cjs") // at build time: dist/boot.cjs.sum
  * const { exports } = loadScript("/path/to/dist/boot.cjs", { dirs: ["/path/to/dist/.code-cache"] })
  * const { main } = exports as { main: (...args: Array<unknown>) => Promise<number> }
  * ```
@@ -46,6 +50,50 @@ export interface LoadOptions {
   /** false: compile without a cache and write none */
   readonly enabled?: boolean
 }
+
+const SUM_MAGIC = "muse-script-sum-1"
+
+/** Where the build keeps a script's sum: beside it. */
+export const sumFile = (file: string): string => `${file}.sum`
+
+/**
+ * Writes `file`'s length, CRC-32 and whether it is all ASCII beside it (`<file>.sum`); the build calls
+ * it once after writing the script, so a start need not hash the script.
+ */
+export const writeScriptSum = (file: string): void => {
+  const bytes = fs.readFileSync(file)
+  fs.writeFileSync(
+    sumFile(file),
+    `${SUM_MAGIC} ${bytes.length} ${digest(bytes).toString("hex")} ${isAscii(bytes) ? "ascii" : "utf8"}\n`
+  )
+}
+
+interface Sum {
+  readonly crc: string
+  readonly ascii: boolean
+}
+
+/**
+ * The sum the build wrote, when it still describes the script: same length, and written no earlier
+ * than the script was (a script changed after its sum, or a sum copied before its script, is not
+ * trusted and the caller computes one).
+ */
+const readScriptSum = (file: string, script: fs.Stats): Sum | undefined => {
+  try {
+    const at = sumFile(file)
+    const st = fs.statSync(at)
+    if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs) return undefined
+    const m = /^muse-script-sum-1 (\d+) ([0-9a-f]{8}) (ascii|utf8)\n$/.exec(fs.readFileSync(at, "latin1"))
+    if (m === null || Number(m[1]) !== script.size) return undefined
+    return { crc: m[2]!, ascii: m[3] === "ascii" }
+  } catch {
+    return undefined
+  }
+}
+
+/** The Node and V8 flags this process runs under (V8 takes no cache made under other flags). */
+const flagsDigest = (): string =>
+  digest(Buffer.from([...process.execArgv, process.env.NODE_OPTIONS ?? ""].join("\0"))).toString("hex")
 
 const digest = (data: Uint8Array): Buffer => {
   const out = Buffer.alloc(DIGEST)
@@ -124,12 +172,21 @@ const writeAtomically = (file: string, data: Buffer): boolean => {
  * `__dirname`; the script must not use `import()`) with a code cache from the first usable folder.
  */
 export const loadScript = (file: string, options: LoadOptions): Loaded => {
-  const bytes = fs.readFileSync(file)
+  const fd = fs.openSync(file, "r")
+  let bytes: Buffer
+  let sum: Sum | undefined
+  try {
+    sum = readScriptSum(file, fs.fstatSync(fd))
+    bytes = fs.readFileSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+  if (sum === undefined) sum = { crc: digest(bytes).toString("hex"), ascii: isAscii(bytes) }
   // an ASCII file becomes a one-byte string without decoding (the build escapes everything else)
-  const source = isAscii(bytes) ? bytes.toString("latin1") : bytes.toString("utf8")
+  const source = sum.ascii ? bytes.toString("latin1") : bytes.toString("utf8")
   const enabled = options.enabled !== false && options.dirs.length > 0
   const key = enabled
-    ? `${bytes.length.toString(36)}-${digest(bytes).toString("hex")}-${process.version}-${process.arch}-${process.versions.v8}.bin`
+    ? `${bytes.length.toString(36)}-${sum.crc}-${process.version}-${process.arch}-${process.versions.v8}-f${flagsDigest()}.bin`
     : undefined
   let cacheFile = key === undefined ? undefined : path.join(options.dirs[0]!, key)
   let cachedData: Buffer | undefined
