@@ -254,6 +254,8 @@ const listingKey = (cwd: string, env: Record<string, string | undefined>) =>
     env.GIT_DIR ?? "",
     env.GIT_WORK_TREE ?? "",
     env.GIT_CONFIG_GLOBAL ?? "",
+    // (where git stops looking for a repository decides which repository's config is listed)
+    env.GIT_CEILING_DIRECTORIES ?? "",
     homeOf(env)
   ])
 

@@ -252,6 +252,13 @@ describe("Git", () => {
     fs.mkdirSync(sub)
     const below = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: sub, remote: true })
     expect(below.status, below.stderr).toBe(0)
+    // and what was listed there for it is not taken for a command that does see the repository
+    const { repo: other, ran } = hostileRepo()
+    const plainDir = path.join(other, "plain")
+    fs.mkdirSync(plainDir)
+    Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: plainDir, remote: true })
+    Git.runSync(["diff", "--", "../a.txt"], { cwd: plainDir })
+    expect(ran()).toEqual([])
   })
 
   it("says when git is missing or too old", () => {
