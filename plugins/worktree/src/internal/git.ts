@@ -111,7 +111,8 @@ export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Ef
     while (!step.done) {
       const call = step.value
       last = call
-      const ran = spawnGit(call.args, call.cwd ?? options.cwd, call.env as Record<string, string>, call.input)
+      // (`git version` runs where this process is, as Git's own drivers run it: a missing cwd is not a missing git)
+      const ran = spawnGit(call.args, call.cwd ?? process.cwd(), call.env as Record<string, string>, call.input)
       // `git version` (no cwd) that cannot start is an answer: the steps say git is missing
       const r =
         call.cwd === undefined
