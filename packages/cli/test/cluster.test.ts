@@ -12,7 +12,7 @@ import { EventLogFile } from "@musekit/node"
 import * as SessionCluster from "@musekit/pg/SessionCluster"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { baseOf, restoreFiles, takeoverNote } from "../src/internal/cluster.js"
+import { baseOf, restoreFiles, retryDelayMs, takeoverNote } from "../src/internal/cluster.js"
 import { buggyRepo, ensureBuilt, muse, museAsync, readLog, sandbox, writeScript } from "./support/cli.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cluster-"))
@@ -60,6 +60,15 @@ describe("a workspace rebuilt from the log", () => {
   })
 })
 
+describe("a session whose log the process that ran it before still holds", () => {
+  it("is tried again after 1 s, then 2, 4, 8, 16, and at most every 30 s", () => {
+    expect(Array.from({ length: 8 }, (_, i) => retryDelayMs(i))).toEqual([
+      1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000
+    ])
+    expect(retryDelayMs(10_000)).toBe(30000)
+  })
+})
+
 describe("what a runner refuses", () => {
   it("never writes through a symbolic link the fresh clone holds where the session had a file", async () => {
     const store = EventLogFile.makeStore({ dir: path.join(root, "state-links") })
@@ -95,6 +104,33 @@ describe("what a runner refuses", () => {
     const exit = await Effect.runPromise(Effect.either(baseOf(`--upload-pack=touch ${marker};`)))
     expect(exit._tag).toBe("Left")
     expect(String(exit._tag === "Left" ? exit.left.message : "")).toContain("cannot start with '-'")
+    expect(fs.existsSync(marker)).toBe(false)
+  })
+
+  it("a repository's commit is read by hardened git: a GIT_DIR around muse (a hook) does not redirect it, ext:: never runs", async () => {
+    const init = (dir: string, text: string) => {
+      fs.mkdirSync(dir)
+      const g = (...args: Array<string>) => execFileSync("git", args, { cwd: dir, stdio: "ignore" })
+      g("init", "-q")
+      fs.writeFileSync(path.join(dir, "f.txt"), text)
+      g("add", "-A")
+      g("-c", "user.name=T", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", text)
+      return execFileSync("git", ["rev-parse", "HEAD"], { cwd: dir, encoding: "utf8" }).trim()
+    }
+    const mine = init(path.join(root, "base-mine"), "mine")
+    const other = init(path.join(root, "base-other"), "other")
+    const saved = process.env.GIT_DIR
+    process.env.GIT_DIR = path.join(root, "base-other", ".git")
+    try {
+      expect(await Effect.runPromise(baseOf(path.join(root, "base-mine")))).toBe(mine)
+    } finally {
+      if (saved === undefined) delete process.env.GIT_DIR
+      else process.env.GIT_DIR = saved
+    }
+    expect(await Effect.runPromise(baseOf(`file://${path.join(root, "base-other")}`))).toBe(other)
+    const marker = path.join(root, "ext-ran")
+    const ext = await Effect.runPromise(Effect.either(baseOf(`ext::sh -c touch% ${marker}`)))
+    expect(ext._tag).toBe("Left")
     expect(fs.existsSync(marker)).toBe(false)
   })
 

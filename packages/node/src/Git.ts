@@ -8,7 +8,9 @@
  * muse starts is prepared here:
  *
  * - **fixed overrides** ({@link fixedConfig}): no fsmonitor, hooks from `/dev/null`, no ssh, pager,
- *   editor, askpass or credential helper, no transport at all, no signing, no automatic gc;
+ *   editor, askpass or credential helper, no transport at all, no signing, no automatic gc (a
+ *   command that talks to a remote, run outside any repository with `remote: true`, may use
+ *   file, http(s) and ssh, with the user's own ssh command and credential helpers);
  * - **the repository's drivers**: before a command that reads or writes file contents, the
  *   configuration is listed (`git config --list --show-scope`) and every filter, merge driver,
  *   diff command and textconv set in the repository's own scope (local or worktree, includes
@@ -84,7 +86,8 @@ const KEEP = new Set([
 export const environment = (
   overrides: ReadonlyArray<readonly [string, string]> = [],
   extra: Record<string, string> = {},
-  base: NodeJS.ProcessEnv = process.env
+  base: NodeJS.ProcessEnv = process.env,
+  fixed: ReadonlyArray<readonly [string, string]> = fixedConfig
 ): Record<string, string> => {
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(base)) {
@@ -104,7 +107,7 @@ export const environment = (
   env.GIT_PAGER = "cat"
   env.GIT_ALLOW_PROTOCOL = ""
   env.GIT_PROTOCOL_FROM_USER = "0"
-  const all = [...fixedConfig, ...overrides]
+  const all = [...fixed, ...overrides]
   env.GIT_CONFIG_COUNT = String(all.length)
   all.forEach(([k, v], i) => {
     env[`GIT_CONFIG_KEY_${i}`] = k
@@ -251,6 +254,8 @@ const listingKey = (cwd: string, env: Record<string, string | undefined>) =>
     env.GIT_DIR ?? "",
     env.GIT_WORK_TREE ?? "",
     env.GIT_CONFIG_GLOBAL ?? "",
+    // (where git stops looking for a repository decides which repository's config is listed)
+    env.GIT_CEILING_DIRECTORIES ?? "",
     homeOf(env)
   ])
 
@@ -361,7 +366,7 @@ export interface GitCall {
   /** Absent for `git version`, which runs anywhere. */
   readonly cwd?: string | undefined
   readonly env: Record<string, string | undefined>
-  readonly input?: string | undefined
+  readonly input?: string | Uint8Array | undefined
 }
 
 const VERSION_ARGS: ReadonlyArray<string> = ["version"]
@@ -393,20 +398,60 @@ export function* steps<R extends Ran>(
   args: ReadonlyArray<string>,
   options: RunSyncOptions
 ): Generator<GitCall, R | string, R> {
+  const extra = options.remote
+    ? {
+        // git looks for a repository in cwd only, not in the folders above it
+        GIT_CEILING_DIRECTORIES: path.dirname(path.resolve(options.cwd)),
+        ...remoteEnvironment(),
+        ...options.env
+      }
+    : options.env
+  const fixed = options.remote ? REMOTE_FIXED : fixedConfig
   // (a command that reads no contents runs nothing the overrides would stop: no need to ask git its version first)
-  if (!readsContent(args))
-    return yield { args, cwd: options.cwd, env: environment([], options.env), input: options.input }
+  if (!readsContent(args) && !options.remote)
+    return yield { args, cwd: options.cwd, env: environment([], extra, process.env, fixed), input: options.input }
   const problem = yield* versionSteps<R>()
   if (problem) return problem
-  const env = environment([], options.env)
+  if (options.remote) {
+    // the user's transports, ssh and credential helpers run: no repository's configuration may be in scope
+    const inside = yield { args: ["rev-parse", "--git-dir"], cwd: options.cwd, env: environment([], extra) }
+    if (inside.status === 0) {
+      return `git ${args[0] ?? ""} talks to a remote and must run outside any repository, but ${options.cwd} is in one`
+    }
+  }
+  const env = environment([], extra, process.env, fixed)
   let overrides = knownOverrides(options.cwd, env)
   if (!overrides) {
     const list = yield { args: LIST_CONFIG, cwd: options.cwd, env }
     if (list.status !== 0) return list
     overrides = overridesFromListing(list.stdout, options.cwd, env)
   }
-  return yield { args, cwd: options.cwd, env: environment(overrides, options.env), input: options.input }
+  return yield {
+    args,
+    cwd: options.cwd,
+    env: environment(overrides, extra, process.env, fixed),
+    input: options.input
+  }
 }
+
+/** The transports a command with `remote: true` may use (`ext::` and `fd::`, which run programs, are not among them). */
+export const REMOTE_PROTOCOLS: ReadonlyArray<string> = ["file", "http", "https", "ssh"]
+
+/**
+ * The {@link fixedConfig} of a command that talks to a remote: the user's own ssh command and
+ * credential helpers apply (no repository's configuration is in scope); the rest stays.
+ */
+const REMOTE_FIXED = fixedConfig.filter(([k]) => k !== "core.sshCommand" && k !== "credential.helper")
+
+/**
+ * What a command that talks to a remote runs with instead of "no transport at all": the
+ * {@link REMOTE_PROTOCOLS} (`GIT_ALLOW_PROTOCOL` wins over every `protocol.*` setting) and the
+ * caller's `GIT_SSH_COMMAND`, if any; still no prompts.
+ */
+const remoteEnvironment = (base: NodeJS.ProcessEnv = process.env): Record<string, string> => ({
+  GIT_ALLOW_PROTOCOL: REMOTE_PROTOCOLS.join(":"),
+  ...(base.GIT_SSH_COMMAND ? { GIT_SSH_COMMAND: base.GIT_SSH_COMMAND } : {})
+})
 
 const spawnSyncCall = (call: GitCall): SpawnSyncReturns<string> =>
   spawnSync("git", call.args as Array<string>, {
@@ -473,7 +518,14 @@ export interface RunSyncOptions {
   readonly cwd: string
   /** Variables set after the hardening (e.g. `GIT_INDEX_FILE`, an identity). */
   readonly env?: Record<string, string> | undefined
-  readonly input?: string | undefined
+  readonly input?: string | Uint8Array | undefined
+  /**
+   * The command talks to a remote (`clone`, `ls-remote`): the {@link REMOTE_PROTOCOLS} are allowed
+   * and the user's own ssh command and credential helpers apply. No repository's configuration,
+   * which could name programs for those, may be in scope: git does not look above `cwd` for one,
+   * and a `cwd` that is a repository is refused.
+   */
+  readonly remote?: boolean | undefined
 }
 
 /**

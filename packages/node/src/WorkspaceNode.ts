@@ -46,12 +46,19 @@ const errCode = (e: unknown) => (e as NodeJS.ErrnoException)?.code
 
 /**
  * Why `abs` (lexically inside the root) would lead out of `realRoot` on this file system, or
- * `undefined` when it stays inside.
+ * `undefined` when it stays inside. With `anyLink`, any symbolic link on the way (one that stays
+ * inside too, or a dangling one) is the reason: for writing where nothing may be followed.
  */
-export const symlinkEscape = (realRoot: string, abs: string, depth = 0): string | undefined => {
+export const symlinkEscape = (
+  realRoot: string,
+  abs: string,
+  options: { readonly anyLink?: boolean | undefined } = {},
+  depth = 0
+): string | undefined => {
   if (depth > MAX_LINK_DEPTH) return "too many levels of symbolic links"
   try {
     const real = fs.realpathSync(abs)
+    if (options.anyLink) return real === abs ? undefined : `a symlink on the path leads to ${real}`
     return isInside(realRoot, real) ? undefined : `a symlink leads to ${real}`
   } catch (e) {
     const code = errCode(e)
@@ -66,11 +73,12 @@ export const symlinkEscape = (realRoot: string, abs: string, depth = 0): string 
     const code = errCode(e)
     if (code !== "ENOENT" && code !== "ENOTDIR") return `cannot check the path (${code ?? String(e)})`
     const parent = path.dirname(abs)
-    return parent === abs ? undefined : symlinkEscape(realRoot, parent, depth)
+    return parent === abs ? undefined : symlinkEscape(realRoot, parent, options, depth)
   }
   if (!st.isSymbolicLink()) return `cannot check the path (exists but does not resolve)`
+  if (options.anyLink) return `a symlink at ${abs}`
   const parent = path.dirname(abs)
-  const outParent = symlinkEscape(realRoot, parent, depth)
+  const outParent = symlinkEscape(realRoot, parent, options, depth)
   if (outParent !== undefined) return outParent
   let realParent: string
   let link: string
@@ -82,7 +90,7 @@ export const symlinkEscape = (realRoot: string, abs: string, depth = 0): string 
   }
   const target = path.resolve(realParent, link)
   if (!isInside(realRoot, Workspace.normalize(target))) return `a symlink leads to ${target}`
-  return symlinkEscape(realRoot, target, depth + 1)
+  return symlinkEscape(realRoot, target, options, depth + 1)
 }
 
 /**

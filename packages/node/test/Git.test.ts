@@ -219,6 +219,48 @@ describe("Git", () => {
     expect(plainSteps.next(answer)).toEqual({ done: true, value: answer })
   })
 
+  it("a command that talks to a remote may use file, http(s) and ssh, never ext::, and only outside a repository", () => {
+    const { repo } = hostileRepo()
+    const out = tmp()
+    // by default no transport at all, not even a local path
+    const refused = Git.runSync(["clone", "--quiet", "--", repo, path.join(out, "a")], { cwd: out })
+    expect(refused.status).not.toBe(0)
+    expect(refused.stderr).toContain("transport 'file' not allowed")
+    const cloned = Git.runSync(["clone", "--quiet", "--", repo, path.join(out, "b")], { cwd: out, remote: true })
+    expect(cloned.status, cloned.stderr).toBe(0)
+    expect(fs.existsSync(path.join(out, "b", ".gitattributes"))).toBe(true)
+    const listed = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: out, remote: true })
+    expect(listed.stdout).toMatch(/^[0-9a-f]{40}\tHEAD/)
+    // a user's config that allows every transport does not let ext:: run a program
+    const marker = path.join(out, "ext-ran")
+    const globalFile = path.join(out, "allow-all")
+    fs.writeFileSync(globalFile, "[protocol]\n\tallow = always\n")
+    const ext = Git.runSync(["ls-remote", "--", `ext::sh -c touch% ${marker}`, "HEAD"], {
+      cwd: out,
+      remote: true,
+      env: { GIT_CONFIG_GLOBAL: globalFile }
+    })
+    expect(ext.status).not.toBe(0)
+    expect(ext.stderr).toContain("transport 'ext' not allowed")
+    expect(fs.existsSync(marker)).toBe(false)
+    // inside a repository, whose config could name the ssh command or a credential helper: refused
+    const inside = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: repo, remote: true })
+    expect(inside.status).not.toBe(0)
+    expect(inside.stderr).toContain("must run outside any repository")
+    // a plain folder inside one: git does not look above it, so the repository's config is not in scope
+    const sub = path.join(repo, "plain")
+    fs.mkdirSync(sub)
+    const below = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: sub, remote: true })
+    expect(below.status, below.stderr).toBe(0)
+    // and what was listed there for it is not taken for a command that does see the repository
+    const { repo: other, ran } = hostileRepo()
+    const plainDir = path.join(other, "plain")
+    fs.mkdirSync(plainDir)
+    Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: plainDir, remote: true })
+    Git.runSync(["diff", "--", "../a.txt"], { cwd: plainDir })
+    expect(ran()).toEqual([])
+  })
+
   it("says when git is missing or too old", () => {
     expect(Git.versionProblem()).toBeUndefined()
     expect(Git.MIN_VERSION).toEqual([2, 31])

@@ -75,6 +75,25 @@ describe("WorkspaceNode", () => {
     })
   )
 
+  it("symlinkEscape with anyLink refuses every link on the way, also those that stay inside or dangle", () => {
+    const { root } = setup()
+    fs.symlinkSync(path.join(root, "src"), path.join(root, "inner"))
+    fs.symlinkSync(path.join(root, "src", "a.txt"), path.join(root, "file-link"))
+    fs.symlinkSync(path.join(root, "nowhere"), path.join(root, "dangling"))
+    // links that stay inside are fine for reading
+    expect(WorkspaceNode.symlinkEscape(root, path.join(root, "inner", "a.txt"))).toBeUndefined()
+    expect(WorkspaceNode.symlinkEscape(root, path.join(root, "file-link"))).toBeUndefined()
+    const any = (rel: string) => WorkspaceNode.symlinkEscape(root, path.join(root, rel), { anyLink: true })
+    expect(any("inner/a.txt")).toContain("a symlink on the path leads to")
+    expect(any("inner/new/b.txt")).toContain("a symlink on the path leads to")
+    expect(any("file-link")).toContain("a symlink on the path leads to")
+    expect(any("dangling")).toContain("a symlink at")
+    expect(any("dangling/x")).toContain("a symlink at")
+    // plain files and paths not created yet
+    expect(any("src/a.txt")).toBeUndefined()
+    expect(any("src/new/deeper.txt")).toBeUndefined()
+  })
+
   it.effect("refuses symlinks that lead out: to /etc, a directory outside, dangling ones, relative ones", () =>
     Effect.gen(function* () {
       const { root, outside } = setup()

@@ -31,6 +31,7 @@
  * }).pipe(Effect.provide(EventLogPg.layer({ url: "postgres://muse@db.internal/muse", session: "demo", create: true })))
  * ```
  */
+import * as net from "node:net"
 import * as os from "node:os"
 import type { SqlConnection } from "@effect/sql"
 import { SqlClient, type SqlError } from "@effect/sql"
@@ -99,9 +100,14 @@ export const redactorFor = (url: string, env: NodeJS.ProcessEnv = process.env): 
 /** Whether a `--log` value names a Postgres database. */
 export const isUrl = (value: string): boolean => /^postgres(ql)?:\/\//i.test(value)
 
+/** How long a connection stays silent before TCP keepalive probes start (the client's side). */
+export const KEEPALIVE_IDLE_MS = 10_000
+
 /**
  * A client for `url` whose connections run with `synchronous_commit` on (whatever the server's
- * default), so a commit that returned is on disk.
+ * default), so a commit that returned is on disk, and with TCP keepalive on (probes after
+ * {@link KEEPALIVE_IDLE_MS} of silence), so a server that vanished is noticed rather than waited on.
+ * A machine that vanished is noticed by the server's own keepalive (`tcp_keepalives_*`, docs/cluster.md).
  */
 export const layerClient = (
   url: string,
@@ -117,7 +123,9 @@ export const layerClient = (
   return PgClient.layer({
     url: Redacted.make(full),
     applicationName: "musekit",
-    maxConnections: options.maxConnections ?? 20
+    maxConnections: options.maxConnections ?? 20,
+    // (the options `pg` has for this, keepAlive and its delay, are not passed on by PgClient.layer)
+    stream: () => new net.Socket().setKeepAlive(true, KEEPALIVE_IDLE_MS)
   }).pipe(
     Layer.mapError(
       (e) =>

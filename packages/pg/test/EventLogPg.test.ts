@@ -4,6 +4,7 @@
  * of waiting appends is one commit, the URL's password never reaches the log, and blobs can live
  * in another store.
  */
+import { execFileSync } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -14,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { EventLog, Redactor } from "@musekit/core"
 import { BlobStore, EventLogPg } from "@musekit/pg"
 import { TestPostgres } from "@musekit/pg/testing"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import { dropSchema, sqlAt } from "./support.js"
 
 const { skip } = TestPostgres.decide()
@@ -116,6 +117,19 @@ describe.skipIf(skip !== undefined)(`EventLogPg${skip ? ` (skipped: ${skip})` : 
       expect(refused.message).toContain("runs with fsync off")
       const allowed = yield* EventLogPg.storeAt(url(), { schema, allowNoFsync: true })
       expect(yield* allowed.sessions).toEqual([])
+    })
+  )
+
+  it.scoped("its connections keep TCP keepalive on, so a server that vanished is noticed", () =>
+    Effect.gen(function* () {
+      const port = new URL(url()).port
+      yield* Layer.build(EventLogPg.layerClient(url(), { maxConnections: 1 }))
+      // this process's sockets to the server, as the kernel sees them
+      const ours = execFileSync("ss", ["-tnopH", "state", "established", "dport", `= :${port}`], { encoding: "utf8" })
+        .split("\n")
+        .filter((l) => l.includes(`pid=${process.pid},`))
+      expect(ours.length).toBeGreaterThan(0)
+      for (const line of ours) expect(line).toContain("timer:(keepalive")
     })
   )
 

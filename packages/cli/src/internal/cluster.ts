@@ -15,13 +15,14 @@
  * muse attach 2026-12-01T22-50-00-1a2b --log postgres://muse@db/muse
  * ```
  */
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Event, EventLog } from "@musekit/core"
-import { EventLogFile } from "@musekit/node"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { EventLogFile, Git, WorkspaceNode } from "@musekit/node"
+import { Duration, Effect, Layer, Logger, LogLevel } from "effect"
 import { CliError, ExitCode } from "./exit.js"
 import * as History from "./history.js"
 import type * as LogStore from "./logStore.js"
@@ -38,8 +39,12 @@ const needPostgres = (location: LogStore.Location, command: string) =>
         })
       )
 
-const git = (args: ReadonlyArray<string>, cwd?: string) => {
-  const r = spawnSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+/**
+ * `git <args>` hardened (`Git` in `@musekit/node`) in `cwd`; a command that talks to a remote
+ * (`remote`) runs with the transports the user's own configuration allows.
+ */
+const git = (args: ReadonlyArray<string>, cwd: string, remote = false) => {
+  const r = Git.runSync(args, { cwd, remote })
   return { ok: r.status === 0, out: (r.stdout ?? "").trim(), err: (r.stderr ?? "").trim() }
 }
 
@@ -51,7 +56,7 @@ export const baseOf = (repo: string): Effect.Effect<string, CliError> => {
       new CliError({ code: ExitCode.Usage, message: `--repo ${repo}: a repository location cannot start with '-'` })
     )
   }
-  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", "--", repo, "HEAD"])
+  const r = local ? git(["rev-parse", "HEAD"], repo) : git(["ls-remote", "--", repo, "HEAD"], os.tmpdir(), true)
   const sha = r.out.split(/\s/)[0] ?? ""
   return r.ok && /^[0-9a-f]{40}$/.test(sha)
     ? Effect.succeed(sha)
@@ -124,20 +129,6 @@ export const takeoverNote = (
   return parts.join(" ")
 }
 
-/** The first part of `rel` (under `root`) that is a symbolic link, or `undefined`. */
-const linkOnPath = (root: string, rel: string): string | undefined => {
-  let at = root
-  for (const part of rel.split(path.sep)) {
-    at = path.join(at, part)
-    try {
-      if (fs.lstatSync(at).isSymbolicLink()) return at
-    } catch {
-      return undefined
-    }
-  }
-  return undefined
-}
-
 /**
  * Put back every file the log records a change of, as the last change left it (from the blob
  * store). Returns the files put back and those whose content the store does not hold (a log
@@ -157,13 +148,13 @@ export const restoreFiles = (
     }
     const missing: Array<string> = []
     let restored = 0
+    const realRoot = fs.realpathSync(root)
     for (const [p, hash] of last) {
-      const file = path.resolve(root, p)
-      const rel = path.relative(root, file)
+      const file = path.resolve(realRoot, p)
+      const rel = path.relative(realRoot, file)
       if (rel === "" || rel.startsWith("..") || path.isAbsolute(rel)) continue
       // the clone may hold symbolic links where the session had files: never write through one
-      const link = linkOnPath(root, rel)
-      if (link !== undefined) {
+      if (WorkspaceNode.symlinkEscape(realRoot, file, { anyLink: true }) !== undefined) {
         missing.push(p)
         continue
       }
@@ -202,6 +193,13 @@ export interface RunnerOptions {
   readonly say: (line: string) => void
 }
 
+/**
+ * How long a runner waits before its next try (`attempt` from 0) at a session whose log the process
+ * that ran it before still holds: 1 s, doubling, at most 30 s (a lost machine's connection can take
+ * minutes to drop, see docs/cluster.md).
+ */
+export const retryDelayMs = (attempt: number): number => Math.min(1000 * 2 ** Math.min(attempt, 5), 30_000)
+
 const binPath = () => path.join(path.dirname(fileURLToPath(import.meta.url)), "bin.js")
 
 /** Serve sessions until interrupted. */
@@ -209,15 +207,16 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
   Effect.gen(function* () {
     const url = yield* needPostgres(options.location, "runner")
     const SessionCluster = yield* clusterModule()
-    fs.mkdirSync(options.workDir, { recursive: true })
+    const workDir = path.resolve(options.workDir)
+    fs.mkdirSync(workDir, { recursive: true })
     const runOne = (job: import("@musekit/pg/SessionCluster").Job) =>
       Effect.gen(function* () {
         if (!SessionCluster.SESSION_ID.test(job.session)) {
           return { status: "refused: the session id is not a plain name", exitCode: ExitCode.Usage }
         }
         const store = yield* options.openStore
-        const dir = path.join(options.workDir, job.session)
-        for (;;) {
+        const dir = path.join(workDir, job.session)
+        for (let attempt = 0; ; attempt++) {
           // a session the log does not have yet is new; any other failure to read (the database
           // away for a moment) dies, and the cluster delivers the message again: taken for a new
           // session, a started one would fail as "already exists" and never be resumed
@@ -226,7 +225,7 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             Effect.orDie
           )
           fs.rmSync(dir, { recursive: true, force: true })
-          const clone = git(["clone", "--quiet", "--", job.repo, dir])
+          const clone = git(["clone", "--quiet", "--", job.repo, dir], workDir, true)
           const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
@@ -247,8 +246,11 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
                 ...job.args
               ]
             : ["run", job.task, "--session-id", job.session, "--output-format", "stream-json", ...job.args]
-          options.say(`session ${job.session}: ${started ? "taking over" : "starting"} in ${dir}`)
-          if (note) options.say(`session ${job.session}: ${note}`)
+          // (said once: a try again after the log was found in use says nothing new)
+          if (attempt === 0) {
+            options.say(`session ${job.session}: ${started ? "taking over" : "starting"} in ${dir}`)
+            if (note) options.say(`session ${job.session}: ${note}`)
+          }
           const result = yield* Effect.async<{ code: number; inUse: boolean; nothing: boolean }>((resume) => {
             const child = spawn(process.execPath, [binPath(), ...args], {
               cwd: dir,
@@ -279,14 +281,20 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
               errTail = (errTail + d).slice(-2000)
             })
             child.on("exit", (code) => {
-              if (code !== 0) options.say(`session ${job.session}: muse ${args[0]} exited ${code}: ${errTail.trim()}`)
+              if (code !== 0 && !inUse)
+                options.say(`session ${job.session}: muse ${args[0]} exited ${code}: ${errTail.trim()}`)
             })
             child.on("exit", (code) => resume(Effect.succeed({ code: code ?? ExitCode.Failed, inUse, nothing })))
             return Effect.sync(() => child.kill("SIGKILL"))
           })
           // the process that ran it before still holds it (its connection not yet dropped): try again
           if (result.inUse) {
-            yield* Effect.sleep("1 second")
+            if (attempt === 0) {
+              options.say(
+                `session ${job.session}: its log is still held by the process that ran it before (its connection not yet dropped): trying again, at most every ${retryDelayMs(Number.POSITIVE_INFINITY) / 1000} s`
+              )
+            }
+            yield* Effect.sleep(Duration.millis(retryDelayMs(attempt)))
             continue
           }
           return {

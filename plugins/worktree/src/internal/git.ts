@@ -34,7 +34,7 @@ export interface RunOptions {
   /** Extra environment variables for this call. */
   readonly env?: Record<string, string> | undefined
   /** Written to the child's stdin, then closed. */
-  readonly input?: string | Buffer | undefined
+  readonly input?: string | Uint8Array | undefined
   /** Read-only commands pass `false` so they never take optional locks (`git status` refreshing the index). */
   readonly optionalLocks?: boolean | undefined
 }
@@ -44,7 +44,7 @@ const spawnGit = (
   args: ReadonlyArray<string>,
   cwd: string,
   env: Record<string, string>,
-  input: string | Buffer | undefined
+  input: string | Uint8Array | undefined
 ): Effect.Effect<GitResult, GitFailed> =>
   Effect.async<GitResult, GitFailed>((resume) => {
     const child = spawn("git", args as Array<string>, { cwd, env, stdio: ["pipe", "pipe", "pipe"] })
@@ -93,38 +93,55 @@ const spawnGit = (
   })
 
 /**
- * Run `git <args>` hardened (see `Git` in `@musekit/node`): fixed overrides, a clean environment,
- * and — for commands that may read file contents — overrides for every filter and driver the
- * repository's own configuration defines, listed just before. Never fails on a non-zero exit (see
+ * Run `git <args>` hardened (see `Git` in `@musekit/node`): the steps `Git.steps` gives (the
+ * version check once per process, fixed overrides, a clean environment, and — for commands that
+ * may read file contents — overrides for every filter and driver the repository's own
+ * configuration defines, listed just before), each run here. Never fails on a non-zero exit (see
  * {@link git} for that); fails when git is missing or too old, or the configuration cannot be listed.
  */
 export const run = (args: ReadonlyArray<string>, options: RunOptions): Effect.Effect<GitResult, GitFailed> =>
   Effect.gen(function* () {
-    const problem = Git.versionProblem()
-    if (problem) return yield* new GitFailed({ args: [...args], cwd: options.cwd, exitCode: -1, stderr: problem })
     const extra = {
       ...(options.optionalLocks === false ? { GIT_OPTIONAL_LOCKS: "0" } : {}),
       ...options.env
     }
-    let overrides: ReadonlyArray<readonly [string, string]> = []
-    if (Git.readsContent(args)) {
-      // listed again whenever a file behind the configuration changed
-      const env = Git.environment([], extra)
-      const known = Git.knownOverrides(options.cwd, env)
-      if (known) overrides = known
-      else {
-        const list = yield* spawnGit(Git.LIST_CONFIG, options.cwd, env, undefined)
-        if (list.code !== 0)
-          return yield* new GitFailed({
-            args: [...Git.LIST_CONFIG],
-            cwd: options.cwd,
-            exitCode: list.code,
-            stderr: list.stderr
-          })
-        overrides = Git.overridesFromListing(list.stdout, options.cwd, env)
-      }
+    const steps = Git.steps<GitResult & Git.Ran>(args, { cwd: options.cwd, env: extra, input: options.input })
+    let step = steps.next()
+    let last: Git.GitCall | undefined
+    while (!step.done) {
+      const call = step.value
+      last = call
+      // (`git version` runs where this process is, as Git's own drivers run it: a missing cwd is not a missing git)
+      const ran = spawnGit(call.args, call.cwd ?? process.cwd(), call.env as Record<string, string>, call.input)
+      // `git version` (no cwd) that cannot start is an answer: the steps say git is missing
+      const r =
+        call.cwd === undefined
+          ? yield* Effect.catchAll(ran, (e) =>
+              Effect.succeed({
+                code: -1,
+                stdout: "",
+                stdoutBytes: Buffer.alloc(0),
+                stderr: e.stderr,
+                error: new Error(e.stderr)
+              })
+            )
+          : yield* ran
+      step = steps.next({ ...r, status: r.code < 0 ? null : r.code })
     }
-    return yield* spawnGit(args, options.cwd, Git.environment(overrides, extra), options.input)
+    const result = step.value
+    if (typeof result === "string") {
+      return yield* new GitFailed({ args: [...args], cwd: options.cwd, exitCode: -1, stderr: result })
+    }
+    // (the listing failed: the command did not run)
+    if (last?.args === Git.LIST_CONFIG) {
+      return yield* new GitFailed({
+        args: [...Git.LIST_CONFIG],
+        cwd: options.cwd,
+        exitCode: result.code,
+        stderr: result.stderr
+      })
+    }
+    return result
   })
 
 /** Run `git <args>`; a non-zero exit fails with {@link GitFailed}. */
