@@ -62,8 +62,8 @@ describe("a workspace rebuilt from the log", () => {
 
 describe("a session whose log the process that ran it before still holds", () => {
   it("is tried again after 1 s, then 2, 4, 8, 16, and at most every 30 s", () => {
-    expect(Array.from({ length: 8 }, (_, i) => retryDelayMs(i))).toEqual([
-      1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000
+    expect(Array.from({ length: 11 }, (_, i) => retryDelayMs(i))).toEqual([
+      1000, 1000, 1000, 1000, 1000, 2000, 4000, 8000, 16000, 30000, 30000
     ])
     expect(retryDelayMs(10_000)).toBe(30000)
   })

@@ -195,10 +195,12 @@ export interface RunnerOptions {
 
 /**
  * How long a runner waits before its next try (`attempt` from 0) at a session whose log the process
- * that ran it before still holds: 1 s, doubling, at most 30 s (a lost machine's connection can take
+ * that ran it before still holds: every second for the first five tries (a killed process's
+ * connection drops within seconds), then doubling up to 30 s (a lost machine's connection can take
  * minutes to drop, see docs/cluster.md).
  */
-export const retryDelayMs = (attempt: number): number => Math.min(1000 * 2 ** Math.min(attempt, 5), 30_000)
+export const retryDelayMs = (attempt: number): number =>
+  attempt < 5 ? 1000 : Math.min(1000 * 2 ** Math.min(attempt - 4, 5), 30_000)
 
 const binPath = () => path.join(path.dirname(fileURLToPath(import.meta.url)), "bin.js")
 
