@@ -19,6 +19,8 @@ import { fmtMs, median, percentile, printTable, writeFigures } from "./report.js
 export const description = "the OS sandbox: time added per run_shell command (true, git status on 10k files)"
 
 const N = 40
+/** Milliseconds between two timed commands (`BENCH_SANDBOX_PAUSE_MS`). */
+const PAUSE_MS = Number(process.env.BENCH_SANDBOX_PAUSE_MS ?? 100)
 const FILES = 10_000
 
 const makeRepo = (root: string) => {
@@ -70,6 +72,9 @@ export const run = async () => {
               const r = (yield* Effect.orDie(def.handler(params, ctx))) as CodingTools.ShellResult
               const ms = performance.now() - t
               if (r.exit_code !== 0) throw new Error(`${command} failed: ${r.output}`)
+              // a pause like the model's turn between two commands (the long-lived sandbox readies
+              // its next launch meanwhile), so that work does not land on the next row's timing
+              yield* Effect.sleep(PAUSE_MS)
               return ms
             })
           const out: Record<
