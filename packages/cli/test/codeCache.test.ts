@@ -192,6 +192,25 @@ describe("code cache", () => {
     expect(rebuilt.cache).toBe("missing")
     expect(rebuilt.cacheFile).not.toBe(computed.cacheFile)
 
+    // changed after its sum with the same length and its modification time set back to the sum's
+    // (`touch -r`): its change time still says so, and it is computed
+    writeModule(dir, "rebuilt")
+    writeScriptSum(file)
+    const fresh = loadScript(file, { dirs: [cache] })
+    fresh.persist()
+    const sumTime = fs.statSync(sumFile(file)).mtime
+    const tick = Date.now() + 30
+    while (Date.now() < tick) {
+      // the next change lands on a later clock tick than the sum's
+    }
+    writeModule(dir, "touched")
+    fs.utimesSync(file, sumTime, sumTime)
+    const touched = loadScript(file, { dirs: [cache] })
+    expect(touched.exports).toEqual({ answer: "touched", here: "mod.cjs", sum: 201 })
+    expect(touched.cacheFile).not.toBe(fresh.cacheFile)
+    writeModule(dir, "rebuilt")
+    fs.utimesSync(file, later, later)
+
     // of another length, garbled, or missing: computed, and the same as without a sum
     for (const text of [
       fs.readFileSync(sumFile(file), "latin1").replace(/ \d+ /, " 7 "),

@@ -75,14 +75,16 @@ interface Sum {
 
 /**
  * The sum the build wrote, when it still describes the script: same length, and written no earlier
- * than the script was (a script changed after its sum, or a sum copied before its script, is not
- * trusted and the caller computes one).
+ * than the script was, by both its modification and its change time (a script changed after its
+ * sum, even with its modification time set back, or a sum copied before its script, is not trusted
+ * and the caller computes one).
  */
 const readScriptSum = (file: string, script: fs.Stats): Sum | undefined => {
   try {
     const at = sumFile(file)
     const st = fs.statSync(at)
-    if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs) return undefined
+    if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs || st.ctimeMs < script.ctimeMs)
+      return undefined
     const m = /^muse-script-sum-1 (\d+) ([0-9a-f]{8}) (ascii|utf8)\n$/.exec(fs.readFileSync(at, "latin1"))
     if (m === null || Number(m[1]) !== script.size) return undefined
     return { crc: m[2]!, ascii: m[3] === "ascii" }
