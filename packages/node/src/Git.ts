@@ -10,7 +10,8 @@
  * - **fixed overrides** ({@link fixedConfig}): no fsmonitor, hooks from `/dev/null`, no ssh, pager,
  *   editor, askpass or credential helper, no transport at all, no signing, no automatic gc (a
  *   command that talks to a remote, run outside any repository with `remote: true`, may use
- *   file, http(s) and ssh, with the user's own ssh command and credential helpers);
+ *   file, http(s) and ssh, with the user's own ssh command, credential helpers and CA settings,
+ *   from the system and global config and the caller's `GIT_SSH*`/`GIT_SSL_*`/`GIT_HTTP_*`);
  * - **the repository's drivers**: before a command that reads or writes file contents, the
  *   configuration is listed (`git config --list --show-scope`) and every filter, merge driver,
  *   diff command and textconv set in the repository's own scope (local or worktree, includes
@@ -443,15 +444,20 @@ export const REMOTE_PROTOCOLS: ReadonlyArray<string> = ["file", "http", "https",
  */
 const REMOTE_FIXED = fixedConfig.filter(([k]) => k !== "core.sshCommand" && k !== "credential.helper")
 
+/** The caller's variables that say how to reach a remote (ssh program, TLS, HTTP, the system config file). */
+const TRANSPORT = /^GIT_(SSH|SSH_COMMAND|SSH_VARIANT|SSL_[A-Z_]+|HTTP_[A-Z_]+|PROXY_SSL_[A-Z_]+|CONFIG_SYSTEM)$/
+
 /**
  * What a command that talks to a remote runs with instead of "no transport at all": the
- * {@link REMOTE_PROTOCOLS} (`GIT_ALLOW_PROTOCOL` wins over every `protocol.*` setting) and the
- * caller's `GIT_SSH_COMMAND`, if any; still no prompts.
+ * {@link REMOTE_PROTOCOLS} (`GIT_ALLOW_PROTOCOL` wins over every `protocol.*` setting), the
+ * machine's system config (credential helpers and CA settings live there on many systems) and the
+ * caller's transport variables (`GIT_SSH_COMMAND`, `GIT_SSL_CAINFO`, `GIT_HTTP_*`, …); still no prompts.
  */
-const remoteEnvironment = (base: NodeJS.ProcessEnv = process.env): Record<string, string> => ({
-  GIT_ALLOW_PROTOCOL: REMOTE_PROTOCOLS.join(":"),
-  ...(base.GIT_SSH_COMMAND ? { GIT_SSH_COMMAND: base.GIT_SSH_COMMAND } : {})
-})
+const remoteEnvironment = (base: NodeJS.ProcessEnv = process.env): Record<string, string> => {
+  const env: Record<string, string> = { GIT_ALLOW_PROTOCOL: REMOTE_PROTOCOLS.join(":"), GIT_CONFIG_NOSYSTEM: "0" }
+  for (const [k, v] of Object.entries(base)) if (v !== undefined && TRANSPORT.test(k)) env[k] = v
+  return env
+}
 
 const spawnSyncCall = (call: GitCall): SpawnSyncReturns<string> =>
   spawnSync("git", call.args as Array<string>, {

@@ -243,6 +243,22 @@ describe("Git", () => {
     expect(ext.status).not.toBe(0)
     expect(ext.stderr).toContain("transport 'ext' not allowed")
     expect(fs.existsSync(marker)).toBe(false)
+    // the machine's system config (credential helpers, CA settings, URL rewrites) and the caller's
+    // transport variables apply to it
+    const systemFile = path.join(out, "system-config")
+    fs.writeFileSync(systemFile, `[url "file://${repo}"]\n\tinsteadOf = muse-system:\n`)
+    const saved = process.env.GIT_CONFIG_SYSTEM
+    process.env.GIT_CONFIG_SYSTEM = systemFile
+    try {
+      const viaSystem = Git.runSync(["ls-remote", "--", "muse-system:", "HEAD"], { cwd: out, remote: true })
+      expect(viaSystem.status, viaSystem.stderr).toBe(0)
+      expect(viaSystem.stdout).toMatch(/^[0-9a-f]{40}\tHEAD/)
+      // an ordinary command still reads no system config
+      expect(Git.runSync(["config", "--get", `url.file://${repo}.insteadof`], { cwd: out }).stdout).toBe("")
+    } finally {
+      if (saved === undefined) delete process.env.GIT_CONFIG_SYSTEM
+      else process.env.GIT_CONFIG_SYSTEM = saved
+    }
     // inside a repository, whose config could name the ssh command or a credential helper: refused
     const inside = Git.runSync(["ls-remote", "--", `file://${repo}`, "HEAD"], { cwd: repo, remote: true })
     expect(inside.status).not.toBe(0)
