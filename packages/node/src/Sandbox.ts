@@ -787,18 +787,26 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       }
     }
 
-    /** The long-lived sandbox for a plan, started at its first command (shared by those that ask at once). */
-    const warmFor = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
+    /**
+     * The long-lived sandbox for a plan, started at its first command (shared by those that ask at
+     * once), held for the caller (a sandbox retired meanwhile waits until `release`): the check that
+     * it still takes commands and the hold happen in one step, so a retirement cannot fall between.
+     */
+    const warmFor = (
+      p: ReturnType<typeof plan>
+    ): Promise<{ readonly warm: Warm.Warm; readonly release: () => void }> => {
       const key = JSON.stringify({ ...p, cwd: undefined })
       const id = identity(p)
       const had = warms.get(key)
-      if (had && had.identity === id) {
-        had.used = Date.now()
-        return had.warm.then((w) => {
-          if (w.alive()) return w
-          if (warms.get(key) === had) warms.delete(key)
+      const held = (entry: { readonly warm: Promise<Warm.Warm> }) =>
+        entry.warm.then((w) => {
+          if (w.alive()) return { warm: w, release: w.hold() }
+          if (warms.get(key) === entry) warms.delete(key)
           return warmFor(p)
         })
+      if (had && had.identity === id) {
+        had.used = Date.now()
+        return held(had)
       }
       // a file under its mounts was replaced since it started: it ends once its commands have
       if (had) {
@@ -823,7 +831,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
       warm.catch(() => {
         if (warms.get(key) === entry) warms.delete(key)
       })
-      return warm
+      return held(entry)
     }
 
     const startWarm = (p: ReturnType<typeof plan>): Promise<Warm.Warm> => {
@@ -937,7 +945,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
           if (warm instanceof Error) reuseFailed = warm.message
           else {
             // a prepared command counts as a user: a sandbox retired before it runs waits for it
-            const release = warm.hold()
+            const release = warm.release
             yield* Effect.addFinalizer(() => Effect.sync(release))
             listening.add(refused)
             yield* Effect.addFinalizer(() => Effect.sync(() => listening.delete(refused)))
@@ -951,7 +959,7 @@ export const make = (settings: Settings, options: Options = {}): Effect.Effect<S
               mode: m,
               context: context(limit._tag === "none" ? undefined : processes),
               run: () => {
-                const child = warm.run({ argv, cwd: p.cwd, env })
+                const child = warm.warm.run({ argv, cwd: p.cwd, env })
                 release()
                 return child
               }

@@ -235,7 +235,7 @@ export interface Warm {
   }) => WarmChild
   /** Commands running now. */
   readonly running: () => number
-  /** The supervisor still runs. */
+  /** The supervisor still runs and takes new commands (not stopped, not retiring). */
   readonly alive: () => boolean
   /** End the supervisor and with it the sandbox and every command in it. */
   readonly stop: () => void
@@ -278,6 +278,7 @@ export const start = (options: StartOptions): Promise<Warm> =>
     if (proc.pid !== undefined) options.started(proc)
     const entries = new Map<number, Entry>()
     let retiring = false
+    let stopped = false
     let held = 0
     const idle = () => entries.size === 0 && held === 0
     const forget = (id: number) => {
@@ -452,8 +453,9 @@ export const start = (options: StartOptions): Promise<Warm> =>
           if (retiring && idle()) warm.stop()
         }
       },
-      alive: () => dead === undefined,
+      alive: () => dead === undefined && !retiring && !stopped,
       stop: () => {
+        stopped = true
         try {
           if (proc.pid !== undefined) process.kill(-proc.pid, "SIGKILL")
         } catch {}
