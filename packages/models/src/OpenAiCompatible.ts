@@ -119,7 +119,16 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
         const assembler = new StreamAssembler(provider, ids)
         return sseEvents(client.execute(request(payload)), module).pipe(
           Stream.takeUntil((event) => event.data.trim() === "[DONE]"),
-          Stream.mapChunksEffect((events) => assembler.chunks(events)),
+          Stream.chunks,
+          Stream.flatMap((events) =>
+            Stream.unwrap(
+              Effect.map(assembler.chunks(events), ({ parts, error }) =>
+                error === undefined
+                  ? Stream.fromChunk(parts)
+                  : Stream.concat(Stream.fromChunk(parts), Stream.fail(error))
+              )
+            )
+          ),
           Stream.concat(
             Stream.suspend(() =>
               assembler.complete

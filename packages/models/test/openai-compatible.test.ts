@@ -215,6 +215,34 @@ describe("openai-compatible (Chat Completions)", () => {
       })
   )
 
+  it.scopedLive(
+    "an error mid-stream in the same read as text: the text before it still comes out, then the error",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* Fake.make
+        server.reply(
+          Fake.sse(
+            [
+              chunk({ role: "assistant", content: "" }),
+              chunk({ content: "Partial answer" }),
+              { data: { error: { message: "the model is overloaded" } } },
+              chunk({ content: " never seen" }),
+              DONE
+            ],
+            { gapMs: 0 }
+          )
+        )
+        const seen: Array<string> = []
+        const failure = yield* LanguageModel.streamText({ prompt: "Hi", disableToolCallResolution: true }).pipe(
+          Stream.runForEach((p) => Effect.sync(() => p.type === "text-delta" && seen.push(p.delta))),
+          Effect.flip,
+          Effect.provide(modelLayer(SPEC, server, "/v1"))
+        )
+        expect(seen).toEqual(["Partial answer"])
+        expect(failure.message).toContain("the model is overloaded")
+      })
+  )
+
   it.scopedLive("streamed tool calls: argument fragments of two parallel calls are assembled", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make

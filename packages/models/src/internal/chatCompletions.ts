@@ -370,17 +370,22 @@ export class StreamAssembler {
   /**
    * The parts for a run of stream events, in one effect: a stream runs each effect it maps with its
    * context provided anew, so one per chunk of events (rather than one per event) keeps that per read.
+   * An event that fails (an error the provider reports mid-stream, malformed JSON) does not take the
+   * parts of the events before it in the same run with it: they come back with the error.
    */
-  chunks(
-    events: Chunk.Chunk<{ readonly data: string }>
-  ): Effect.Effect<Chunk.Chunk<Response.StreamPartEncoded>, AiError.AiError> {
+  chunks(events: Chunk.Chunk<{ readonly data: string }>): Effect.Effect<{
+    readonly parts: Chunk.Chunk<Response.StreamPartEncoded>
+    readonly error?: AiError.AiError | undefined
+  }> {
     const self = this
     return Effect.gen(function* () {
       const parts: Array<Response.StreamPartEncoded> = []
       for (const event of events) {
-        for (const part of yield* self.chunk(event.data)) parts.push(part)
+        const next = yield* Effect.either(self.chunk(event.data))
+        if (next._tag === "Left") return { parts: Chunk.unsafeFromArray(parts), error: next.left }
+        for (const part of next.right) parts.push(part)
       }
-      return Chunk.unsafeFromArray(parts)
+      return { parts: Chunk.unsafeFromArray(parts) }
     })
   }
 
