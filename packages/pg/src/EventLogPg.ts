@@ -106,7 +106,8 @@ export const KEEPALIVE_IDLE_MS = 10_000
 /**
  * A client for `url` whose connections run with `synchronous_commit` on (whatever the server's
  * default), so a commit that returned is on disk, and with TCP keepalive on (probes after
- * {@link KEEPALIVE_IDLE_MS} of silence), so a server that vanished is noticed rather than waited on.
+ * {@link KEEPALIVE_IDLE_MS} of silence), so a server that vanished is noticed in minutes (the kernel's
+ * probe interval and count decide: about 11 with Linux defaults) rather than hours.
  * A machine that vanished is noticed by the server's own keepalive (`tcp_keepalives_*`, docs/cluster.md).
  */
 export const layerClient = (
