@@ -83,8 +83,7 @@ const readScriptSum = (file: string, script: fs.Stats): Sum | undefined => {
   try {
     const at = sumFile(file)
     const st = fs.statSync(at)
-    if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs || st.ctimeMs < script.ctimeMs)
-      return undefined
+    if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs || st.ctimeMs < script.ctimeMs) return undefined
     const m = /^muse-script-sum-1 (\d+) ([0-9a-f]{8}) (ascii|utf8)\n$/.exec(fs.readFileSync(at, "latin1"))
     if (m === null || Number(m[1]) !== script.size) return undefined
     return { crc: m[2]!, ascii: m[3] === "ascii" }
