@@ -26,6 +26,7 @@
  * BENCH_E2E_MUSE_ARGS="--no-crew"                 # extra flags for muse run
  * BENCH_E2E_BASELINE_BIN=../other/packages/cli/dist/bin.js  # another build of muse beside this one
  * BENCH_E2E_KEEP=1                                # keep the temp folder (muse's session logs) and print it
+ * BENCH_E2E_DUMP=/tmp/bodies                      # write each session's 3rd and last request body there
  * ```
  *
  * Peers are installed with npm into `$TMPDIR/musekit-bench-peers/` (kept between runs; delete it to
@@ -93,9 +94,13 @@ interface Session {
   /** The agent's process, and the CPU its process tree had used when the first model request arrived. */
   pid?: number | undefined
   firstCpuMs?: number | undefined
+  /** Where to write this session's request bodies (`BENCH_E2E_DUMP`), with the agent and format in the name. */
+  dump?: string | undefined
 }
 
 let session: Session = { turns: 0, responses: new Map(), problem: undefined }
+/** A folder to write the 3rd and the last request body of every session to, for comparing what agents send. */
+const DUMP = process.env.BENCH_E2E_DUMP
 
 const CLK_TCK = (() => {
   try {
@@ -154,6 +159,9 @@ const answer: Fake.Handler = (req, res, recorded) => {
   const before = previous === undefined ? 0 : session.responses.get(previous)
   if (before === undefined) return fail(res, `unknown previous_response_id ${previous}`)
   const results = before + wire.toolResults(body)
+  if (session.dump !== undefined && (results === 2 || results === session.turns)) {
+    fs.writeFileSync(`${session.dump}-${results}.json`, JSON.stringify(body, null, 1))
+  }
   const tool = READ_TOOLS.find((t) => wire.toolNames(body).includes(t))
   if (tool === undefined) return fail(res, `no read tool offered (tools: ${wire.toolNames(body).join(", ")})`)
   const id = `resp_${++responseIds}`
@@ -359,6 +367,10 @@ const runOnce = async (
   scratch: string
 ): Promise<Run> => {
   session = { turns, responses: new Map(), problem: undefined }
+  if (DUMP !== undefined) {
+    fs.mkdirSync(DUMP, { recursive: true })
+    session.dump = path.join(DUMP, `${agent.name.replace(/[^\w.-]+/g, "_")}-${format}-${turns}`)
+  }
   server.requests.length = 0
   const { args, env } = agent.command(format, server.url)
   const rssFile = path.join(scratch, "rss.txt")
