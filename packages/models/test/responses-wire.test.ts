@@ -1,4 +1,5 @@
 import { IdGenerator, LanguageModel, Prompt, Tool, Toolkit } from "@effect/ai"
+import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
 import * as OpenAiTool from "@effect/ai-openai/OpenAiTool"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, Schema, Stream } from "effect"
@@ -254,6 +255,26 @@ describe("Responses API on MuseKit's own codec", () => {
         '"stream":true'
       ])
         expect(bodies).toContain(needle)
+    })
+  )
+
+  it.scopedLive("overrides made with OpenAiLanguageModel.withConfigOverride apply, as before", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const { ours, theirs } = layers(server, "gpt-4.1", { config: { temperature: 1 } })
+      const run = (layer: Layer.Layer<LanguageModel.LanguageModel>) =>
+        Stream.runDrain(LanguageModel.streamText({ prompt: corpus.plain!, toolkit: Tools })).pipe(
+          OpenAiLanguageModel.withConfigOverride({ temperature: 0, model: "gpt-5", strict: false }),
+          Effect.either,
+          Effect.provide(layer)
+        )
+      server.reply(Fake.text(400, "no"), Fake.text(400, "no"))
+      yield* run(ours)
+      yield* run(theirs)
+      const [a, b] = server.requests
+      expect(a!.body.temperature).toBe(0)
+      expect(a!.body.input[0].role).toBe("developer")
+      expect(a!.raw).toBe(b!.raw)
     })
   )
 
