@@ -378,7 +378,7 @@ export const fromResponse = (
       return yield* new AiError.MalformedOutput({
         module: "OpenAiClient",
         method: "createResponse",
-        description: `the response is not a Responses API response: ${JSON.stringify(body).slice(0, 200)}`
+        description: `openai sent a response without 'output': ${JSON.stringify(body).slice(0, 200)}`
       })
     }
     const ids = yield* IdGenerator.IdGenerator
