@@ -215,8 +215,8 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 /**
  * Builds the provider's `LanguageModel` for an already resolved spec. A provider's client is loaded
  * when it is first used (`@musekit/models/openai`, `/anthropic`, `/google`), so a program that talks to
- * one provider never loads the others. Google (Gemini) and OpenAI-compatible servers need no
- * provider package.
+ * one provider never loads the others. OpenAI (Responses), Google (Gemini) and OpenAI-compatible
+ * servers need no provider package.
  */
 export const makeResolved = (
   r: Resolved,
@@ -225,7 +225,7 @@ export const makeResolved = (
   switch (r.provider.api) {
     case "openai":
       return Effect.flatMap(
-        loadProvider(r, "@effect/ai-openai@0.41", () => import("./OpenAi.js")),
+        Effect.promise(() => import("./OpenAi.js")),
         (m) => m.make(r, options)
       )
     case "anthropic":
