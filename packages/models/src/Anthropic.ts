@@ -19,7 +19,7 @@
  * )
  * ```
  */
-import { AiError, LanguageModel } from "@effect/ai"
+import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
 import { Headers, HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { type Context, Effect, type Layer, Redacted, type Scope, Stream } from "effect"
 import { fromMessage, requestBody, StreamDecoder } from "./internal/anthropicMessages.js"
@@ -72,6 +72,9 @@ export const make = (
         })
       )
 
+    // ids for the source parts of citations (the id generator of the call's context)
+    const nextId = Effect.map(IdGenerator.IdGenerator, (ids) => () => Effect.runSync(ids.generateId()))
+
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {
         const request = yield* body(providerOptions, false)
@@ -79,13 +82,13 @@ export const make = (
           Effect.flatMap((response: HttpClientResponse.HttpClientResponse) => response.json),
           mapHttpErrors(module, "generateText")
         )
-        const parts = fromMessage(json, providerOptions)
+        const parts = fromMessage(json, providerOptions, yield* nextId)
         return Array.isArray(parts) ? parts : yield* parts
       })
 
     const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
-      Effect.map(body(providerOptions, true), (request) => {
-        const decoder = new StreamDecoder()
+      Effect.zipWith(body(providerOptions, true), nextId, (request, next) => {
+        const decoder = new StreamDecoder(providerOptions.prompt, next)
         return sseEvents(client.execute(request), module).pipe(
           Stream.takeUntil((event) => event.event === "message_stop"),
           Stream.chunks,

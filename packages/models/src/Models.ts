@@ -215,7 +215,7 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 /**
  * Builds the provider's `LanguageModel` for an already resolved spec. A provider's client is loaded
  * when it is first used (`@musekit/models/openai`, `/anthropic`, `/google`), so a program that talks to
- * one provider never loads the others. Google (Gemini) and OpenAI-compatible servers need no
+ * one provider never loads the others. Anthropic, Google (Gemini) and OpenAI-compatible servers need no
  * provider package.
  */
 export const makeResolved = (
@@ -230,7 +230,7 @@ export const makeResolved = (
       )
     case "anthropic":
       return Effect.flatMap(
-        loadProvider(r, "@effect/ai-anthropic@0.27", () => import("./Anthropic.js")),
+        Effect.promise(() => import("./Anthropic.js")),
         (m) => m.make(r, options)
       )
     case "google":
@@ -256,8 +256,8 @@ export const makeResolved = (
 }
 
 /**
- * Loads a provider module. The provider clients (`@effect/ai-openai`, `@effect/ai-anthropic`) are
- * optional peer dependencies: an app installs the ones it uses, and a missing one is a
+ * Loads a provider module. The provider client `@effect/ai-openai` is an
+ * optional peer dependency: an app installs it to use OpenAI, and when it is missing that is a
  * `ModelConfigError` that names the install command.
  */
 const loadProvider = <A>(r: Resolved, pkg: string, load: () => Promise<A>): Effect.Effect<A, ModelConfigError> =>

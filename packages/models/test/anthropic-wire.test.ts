@@ -182,7 +182,7 @@ type Call = {
   readonly label: string
   readonly options?: Models.Options
   readonly override?: AnthropicLanguageModel.Config.Service
-  readonly tools?: { readonly toolChoice: LanguageModel.ToolChoice<string> }
+  readonly tools?: { readonly toolChoice: LanguageModel.ToolChoice<"read_file" | "grep" | "now"> }
 }
 
 const calls: ReadonlyArray<Call> = [
@@ -406,6 +406,80 @@ describe("anthropic: MuseKit's Messages codec reads streams as @effect/ai-anthro
       }).pipe(Effect.provide(NodeHttpClient.layerUndici))
     )
   }
+
+  it.scopedLive("citations of the prompt's documents: the same source parts, streamed and whole", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const { legacy, own } = yield* models(server)
+      const prompt = Prompt.make([
+        {
+          role: "user",
+          content: [
+            { type: "file", mediaType: "text/plain", data: "plain", fileName: "plain.txt" },
+            {
+              type: "file",
+              mediaType: "application/pdf",
+              fileName: "spec.pdf",
+              data: pdf,
+              options: { anthropic: { citations: { enabled: true } } }
+            },
+            { type: "text", text: "What does the spec say?" }
+          ]
+        }
+      ])
+      const chars = {
+        type: "char_location",
+        cited_text: "fake",
+        document_index: 0,
+        document_title: null,
+        start_char_index: 9,
+        end_char_index: 13
+      }
+      const pages = {
+        type: "page_location",
+        cited_text: "PDF",
+        document_index: 0,
+        document_title: "Spec",
+        start_page_number: 1,
+        end_page_number: 2
+      }
+      const events = [
+        start(usage),
+        blockStart(0, { type: "text", text: "" }),
+        delta(0, { type: "text_delta", text: "It is fake." }),
+        delta(0, { type: "citations_delta", citation: chars }),
+        delta(0, { type: "citations_delta", citation: pages }),
+        delta(0, { type: "citations_delta", citation: { ...chars, document_index: 5 } }),
+        stop(0),
+        ...end("end_turn")
+      ]
+      const withoutIds = (parts: ReadonlyArray<any>) =>
+        parts.map((p) => (p.type === "source" ? { ...comparable(p), id: typeof p.id } : comparable(p)))
+      const streamed = (model: LanguageModel.Service) =>
+        LanguageModel.streamText({ prompt }).pipe(
+          Stream.runCollect,
+          Effect.map((c) => withoutIds(Chunk.toArray(c))),
+          Effect.provideService(LanguageModel.LanguageModel, model)
+        )
+      const whole = (model: LanguageModel.Service) =>
+        LanguageModel.generateText({ prompt }).pipe(
+          Effect.map((r) => withoutIds(r.content)),
+          Effect.provideService(LanguageModel.LanguageModel, model)
+        )
+      const cited = message([{ type: "text", text: "It is fake.", citations: [chars, pages] }])
+      server.reply(Fake.sse(events), Fake.sse(events), Fake.json(200, cited), Fake.json(200, cited))
+      const sa = yield* streamed(legacy)
+      const sb = yield* streamed(own)
+      expect(sb).toEqual(sa)
+      expect(sb.filter((p) => p.type === "source")).toHaveLength(2)
+      expect(sb.find((p) => p.type === "source")).toMatchObject({ title: "spec.pdf", mediaType: "application/pdf" })
+      const wa = yield* whole(legacy)
+      const wb = yield* whole(own)
+      expect(wb).toEqual(wa)
+      expect(wb.filter((p) => p.type === "source")).toHaveLength(2)
+      expect(server.requests[3]!.raw).toBe(server.requests[2]!.raw)
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  )
 
   it.scopedLive("usage counts cache reads and writes as input, streamed and whole", () =>
     Effect.gen(function* () {

@@ -455,10 +455,85 @@ const serverResult = (block: any): Response.ToolResultPartEncoded | undefined =>
 
 const isRecord = (u: unknown): u is Record<string, any> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** A document of the prompt that the model may cite (a PDF or text file part with citations enabled). */
+interface CitableDocument {
+  readonly title: string
+  readonly fileName: string | undefined
+  readonly mediaType: string
+}
+
+/** The prompt's citable documents, in order: a citation names one by its index. */
+export const citableDocuments = (prompt: Prompt.Prompt): Array<CitableDocument> => {
+  const out: Array<CitableDocument> = []
+  for (const message of prompt.content) {
+    if (message.role !== "user") continue
+    for (const part of message.content) {
+      if (
+        part.type === "file" &&
+        (part.mediaType === "application/pdf" || part.mediaType === "text/plain") &&
+        ((part.options as { anthropic?: any } | undefined)?.anthropic?.citations?.enabled ?? false)
+      )
+        out.push({ title: part.fileName ?? "Untitled Document", fileName: part.fileName, mediaType: part.mediaType })
+    }
+  }
+  return out
+}
+
+/** A citation as a source part (undefined for the kinds that are not passed on). */
+const citationSource = (
+  citation: any,
+  documents: ReadonlyArray<CitableDocument>,
+  nextId: () => string
+): Response.StreamPartEncoded | undefined => {
+  if (citation?.type === "page_location" || citation?.type === "char_location") {
+    const document = documents[citation.document_index]
+    if (document === undefined) return undefined
+    const metadata =
+      citation.type === "char_location"
+        ? {
+            source: "document",
+            type: citation.type,
+            citedText: citation.cited_text,
+            startCharIndex: citation.start_char_index,
+            endCharIndex: citation.end_char_index
+          }
+        : {
+            source: "document",
+            type: citation.type,
+            citedText: citation.cited_text,
+            startPageNumber: citation.start_page_number,
+            endPageNumber: citation.end_page_number
+          }
+    return {
+      type: "source",
+      sourceType: "document",
+      id: nextId(),
+      mediaType: document.mediaType,
+      title: citation.document_title ?? document.title,
+      fileName: document.fileName,
+      metadata: { anthropic: metadata }
+    } as Response.StreamPartEncoded
+  }
+  if (citation?.type === "web_search_result_location") {
+    return {
+      type: "source",
+      sourceType: "url",
+      id: nextId(),
+      url: citation.url,
+      title: citation.title ?? "Untitled",
+      metadata: {
+        anthropic: { source: "url", citedText: citation.cited_text, encryptedIndex: citation.encrypted_index }
+      }
+    } as Response.StreamPartEncoded
+  }
+  return undefined
+}
+
 /** A whole (non-streamed) `message` as response parts. */
 export const fromMessage = (
   body: unknown,
-  options: LanguageModel.ProviderOptions
+  options: LanguageModel.ProviderOptions,
+  nextId: () => string
 ): Array<Response.PartEncoded> | AiError.AiError => {
   if (!isRecord(body) || !Array.isArray(body.content) || !isRecord(body.usage)) {
     return new AiError.MalformedOutput({
@@ -468,13 +543,21 @@ export const fromMessage = (
     })
   }
   const json = options.responseFormat.type === "json"
+  const documents = citableDocuments(options.prompt)
   const parts: Array<Response.PartEncoded> = [
     { type: "response-metadata", id: body.id, modelId: body.model, timestamp: new Date().toISOString() }
   ]
   for (const block of body.content as Array<any>) {
     switch (block?.type) {
       case "text":
-        if (!json) parts.push({ type: "text", text: block.text })
+        if (!json) {
+          parts.push({ type: "text", text: block.text })
+          if (Array.isArray(block.citations))
+            for (const citation of block.citations) {
+              const source = citationSource(citation, documents, nextId)
+              if (source !== undefined) parts.push(source as Response.PartEncoded)
+            }
+        }
         break
       case "thinking":
         parts.push({
@@ -570,6 +653,15 @@ export class StreamDecoder {
   private stopSequence: string | undefined
   /** Whether `message_stop` came (the events after it are not read). */
   done = false
+
+  /** The prompt's citable documents, looked for when the first citation comes. */
+  private documents: ReadonlyArray<CitableDocument> | undefined
+
+  /** `prompt`: the request's (its documents are what citations name); `nextId`: ids for their source parts. */
+  constructor(
+    readonly prompt: Prompt.Prompt | undefined = undefined,
+    readonly nextId: () => string = () => ""
+  ) {}
 
   /**
    * The parts for a run of events. An event that fails (unreadable) does not take the parts of the
@@ -744,6 +836,12 @@ export class StreamDecoder {
           parts.push({ type: "tool-params-delta", id: block.id, delta: delta.partial_json })
           block.params += delta.partial_json
         }
+        break
+      }
+      case "citations_delta": {
+        this.documents ??= this.prompt === undefined ? [] : citableDocuments(this.prompt)
+        const source = citationSource(delta.citation, this.documents, this.nextId)
+        if (source !== undefined) parts.push(source)
         break
       }
       default:
