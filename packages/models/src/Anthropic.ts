@@ -90,7 +90,11 @@ export const make = (
       Effect.zipWith(body(providerOptions, true), nextId, (request, next) => {
         const decoder = new StreamDecoder(providerOptions.prompt, next)
         return sseEvents(client.execute(request), module).pipe(
-          Stream.takeUntil((event) => event.event === "message_stop"),
+          // the end of the response, named by its event or (a server that names none) by its data alone
+          Stream.takeUntil(
+            (event) =>
+              event.event === "message_stop" || (event.data.length < 40 && event.data.includes('"message_stop"'))
+          ),
           Stream.chunks,
           Stream.flatMap((events) => {
             const { error, parts } = decoder.events(events)

@@ -481,6 +481,26 @@ describe("anthropic: MuseKit's Messages codec reads streams as @effect/ai-anthro
     }).pipe(Effect.provide(NodeHttpClient.layerUndici))
   )
 
+  it.scopedLive("a stream whose events are not named ends at message_stop, the connection left open", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const { own } = yield* models(server)
+      server.reply((_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        for (const e of Wire.anthropic.text("unnamed")) res.write(Fake.frame({ data: e.data }))
+      })
+      const started = Date.now()
+      const parts = yield* LanguageModel.streamText({ prompt: "go" }).pipe(
+        Stream.runCollect,
+        Effect.map(Chunk.toArray),
+        Effect.provideService(LanguageModel.LanguageModel, own)
+      )
+      expect(parts.flatMap((p) => (p.type === "text-delta" ? [p.delta] : []))).toEqual(["unnamed"])
+      expect(parts.at(-1)?.type).toBe("finish")
+      expect(Date.now() - started).toBeLessThan(2000)
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  )
+
   it.scopedLive("usage counts cache reads and writes as input, streamed and whole", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make
