@@ -1,0 +1,231 @@
+/**
+ * The `HttpClient` `muse` talks to model servers with: Node's own `http`/`https` over keep-alive
+ * connections, instead of the runtime's `fetch`.
+ *
+ * `fetch` (undici) puts every request body through a web `ReadableStream` (a text body is encoded
+ * to bytes chunk by chunk, then written piece by piece) and every response through another one; for
+ * a 100 KB request and a small streamed answer that is most of a turn's HTTP cost. Here a text or
+ * byte body is written in one call (`request.end(body)`, with its `content-length`) and the response
+ * is read as a Node stream. What `fetch` did that this does not: follow redirects and decompress
+ * (it asks for no compression, so servers send none). Interrupting the caller aborts the request,
+ * as with any `HttpClient.make` client.
+ *
+ * @example
+ * ```ts
+ * import { Models } from "@musekit/models"
+ * import { Layer } from "effect"
+ * import * as NodeHttp from "./httpClient.js"
+ *
+ * const model = Models.layerWithoutHttpClient("openai/gpt-4.1").pipe(Layer.provide(NodeHttp.layer))
+ * ```
+ */
+
+import * as Http from "node:http"
+import * as Https from "node:https"
+import {
+  Cookies,
+  Headers,
+  HttpClient,
+  HttpClientError,
+  type HttpClientRequest,
+  HttpClientResponse,
+  HttpIncomingMessage,
+  UrlParams
+} from "@effect/platform"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import { Effect, Inspectable, Layer, Option, Stream } from "effect"
+
+// one keep-alive pool per scheme, for the process (idle sockets do not hold the process open)
+let agents: { http: Http.Agent; https: Https.Agent } | undefined
+const agentFor = (url: URL): Http.Agent => {
+  agents ??= { http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) }
+  return url.protocol === "https:" ? agents.https : agents.http
+}
+
+const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown) =>
+  new HttpClientError.RequestError({ request, reason: "Transport", cause })
+
+/** Sends one request; succeeds with the response once its headers are in. */
+const send = (
+  request: HttpClientRequest.HttpClientRequest,
+  url: URL,
+  signal: AbortSignal
+): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
+  Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
+    const body = request.body
+    const headers: Record<string, string> = { ...request.headers }
+    let payload: string | Uint8Array | undefined
+    if (body._tag === "Raw" && typeof body.body === "string") payload = body.body
+    else if (body._tag === "Raw" && body.body instanceof Uint8Array) payload = body.body
+    else if (body._tag === "Uint8Array") payload = body.body
+    else if (body._tag === "Raw" && body.body !== undefined && body.body !== null)
+      payload = String(body.body as unknown)
+    if (payload !== undefined) {
+      const contentType = body._tag === "Empty" ? undefined : body.contentType
+      if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
+      headers["content-length"] = String(typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength)
+    }
+    const options = { method: request.method, headers, agent: agentFor(url) }
+    const req = url.protocol === "https:" ? Https.request(url, options) : Http.request(url, options)
+    // The signal is aborted when the caller is interrupted, and also once the response's stream is
+    // done with: a response the server has sent in full keeps its connection for the next request
+    // (not `request(url, { signal })`, which would destroy it); anything else is destroyed.
+    let finished = false
+    let response: Http.IncomingMessage | undefined
+    const onAbort = () => {
+      if (finished) return
+      if (response !== undefined) release(response)
+      else req.destroy(new Error("The request was aborted"))
+    }
+    signal.addEventListener("abort", onAbort, { once: true })
+    const settle = () => {
+      finished = true
+      signal.removeEventListener("abort", onAbort)
+    }
+    let done = false
+    const fail = (cause: unknown) => {
+      settle()
+      if (done) return
+      done = true
+      resume(Effect.fail(transport(request, cause)))
+    }
+    req.on("error", fail)
+    req.once("response", (res: Http.IncomingMessage) => {
+      if (done) return
+      done = true
+      // errors of the body from here on are the response stream's
+      req.off("error", fail)
+      req.on("error", () => {})
+      response = res
+      res.once("end", settle)
+      resume(Effect.succeed(new Response(request, res)))
+    })
+    switch (body._tag) {
+      case "Empty":
+        req.end()
+        break
+      case "Raw":
+      case "Uint8Array":
+        req.end(payload)
+        break
+      case "Stream":
+        Effect.runFork(
+          Stream.runForEach(body.stream, (chunk) =>
+            Effect.async<void>((k) => {
+              if (req.write(chunk)) k(Effect.void)
+              else req.once("drain", () => k(Effect.void))
+            })
+          ).pipe(
+            Effect.matchCause({
+              onSuccess: () => req.end(),
+              onFailure: (cause) => req.destroy(new Error("request body stream failed", { cause }))
+            })
+          )
+        )
+        break
+      case "FormData": {
+        const web = new globalThis.Response(body.formData)
+        web.headers.forEach((value, key) => {
+          req.setHeader(key, value)
+        })
+        web
+          .arrayBuffer()
+          .then((bytes) => req.end(new Uint8Array(bytes)))
+          .catch(fail)
+        break
+      }
+    }
+    return Effect.sync(() => {
+      done = true
+      req.destroy()
+    })
+  })
+
+/**
+ * Lets go of a response: one whose bytes have all arrived is read to its end, so its keep-alive
+ * connection goes back to the pool; one still arriving is destroyed with its connection.
+ */
+const release = (res: Http.IncomingMessage): void => {
+  if (res.readableEnded || res.destroyed) return
+  if (res.complete) res.resume()
+  else res.destroy()
+}
+
+class Response extends Inspectable.Class implements HttpClientResponse.HttpClientResponse {
+  readonly [HttpClientResponse.TypeId]: HttpClientResponse.TypeId = HttpClientResponse.TypeId
+  readonly [HttpIncomingMessage.TypeId]: HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
+  constructor(
+    readonly request: HttpClientRequest.HttpClientRequest,
+    readonly source: Http.IncomingMessage
+  ) {
+    super()
+  }
+  private readonly onError = (cause: unknown) =>
+    new HttpClientError.ResponseError({ request: this.request, response: this, reason: "Decode", cause })
+  get status(): number {
+    return this.source.statusCode ?? 0
+  }
+  get headers(): Headers.Headers {
+    return Headers.fromInput(this.source.headers as Record<string, string | ReadonlyArray<string>>)
+  }
+  get cookies(): Cookies.Cookies {
+    const header = this.source.headers["set-cookie"]
+    return Array.isArray(header) ? Cookies.fromSetCookie(header) : Cookies.empty
+  }
+  get remoteAddress(): Option.Option<string> {
+    return Option.fromNullable(this.source.socket?.remoteAddress)
+  }
+  get stream(): Stream.Stream<Uint8Array, HttpClientError.ResponseError> {
+    return NodeStream.fromReadable(() => this.source, this.onError, { closeOnDone: false }).pipe(
+      Stream.ensuring(Effect.sync(() => release(this.source)))
+    )
+  }
+  private textCache: Effect.Effect<string, HttpClientError.ResponseError> | undefined
+  get text(): Effect.Effect<string, HttpClientError.ResponseError> {
+    this.textCache ??= Effect.runSync(
+      Effect.cached(NodeStream.toString(() => this.source, { onFailure: this.onError }))
+    )
+    return this.textCache
+  }
+  get json(): Effect.Effect<unknown, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.text, (text) =>
+      Effect.try({ try: () => (text === "" ? null : JSON.parse(text)), catch: this.onError })
+    )
+  }
+  get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.text, (text) =>
+      Effect.try({ try: () => UrlParams.fromInput(new URLSearchParams(text)), catch: this.onError })
+    )
+  }
+  get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpClientError.ResponseError> {
+    return Effect.map(
+      NodeStream.toUint8Array(() => this.source, { onFailure: this.onError }),
+      (bytes) => bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer
+    )
+  }
+  get formData(): Effect.Effect<FormData, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.arrayBuffer, (bytes) =>
+      Effect.tryPromise({
+        try: () =>
+          new globalThis.Response(bytes, {
+            status: this.status,
+            headers: this.source.headers as Record<string, string>
+          }).formData(),
+        catch: this.onError
+      })
+    )
+  }
+  toJSON(): unknown {
+    return HttpIncomingMessage.inspect(this, {
+      _id: "@effect/platform/HttpClientResponse",
+      request: this.request.toJSON(),
+      status: this.status
+    })
+  }
+}
+
+/** The client: Node's `http`/`https`, keep-alive, bodies written in one call. */
+export const client: HttpClient.HttpClient = HttpClient.make(send)
+
+/** `HttpClient` layer over {@link client}. */
+export const layer: Layer.Layer<HttpClient.HttpClient> = Layer.succeed(HttpClient.HttpClient, client)
