@@ -46,6 +46,7 @@ describe("node:http client", () => {
     expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(text)))
     expect(got.headers["content-type"]).toBe("application/json")
     expect(got.method).toBe("POST")
+    expect(got.headers["user-agent"]).toMatch(/^muse\/\d+\.\d+\.\d+/)
   })
 
   it("keeps the connection for the next request once a stream is read, even when the reader stops early", async () => {

@@ -34,6 +34,7 @@ import {
 } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Inspectable, Layer, Option, Stream } from "effect"
+import { version } from "./version.js"
 
 // one keep-alive pool per scheme, for the process (idle sockets do not hold the process open)
 let agents: { http: Http.Agent; https: Https.Agent } | undefined
@@ -41,6 +42,8 @@ const agentFor = (url: URL): Http.Agent => {
   agents ??= { http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) }
   return url.protocol === "https:" ? agents.https : agents.http
 }
+
+const userAgent = `muse/${version()}`
 
 const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown) =>
   new HttpClientError.RequestError({ request, reason: "Transport", cause })
@@ -54,6 +57,8 @@ const send = (
   Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
     const body = request.body
     const headers: Record<string, string> = { ...request.headers }
+    // (fetch said `node`; a server that wants one sees who is asking)
+    headers["user-agent"] ??= userAgent
     let payload: string | Uint8Array | undefined
     if (body._tag === "Raw" && typeof body.body === "string") payload = body.body
     else if (body._tag === "Raw" && body.body instanceof Uint8Array) payload = body.body
@@ -165,8 +170,10 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
   get status(): number {
     return this.source.statusCode ?? 0
   }
+  private headersCache: Headers.Headers | undefined
   get headers(): Headers.Headers {
-    return Headers.fromInput(this.source.headers as Record<string, string | ReadonlyArray<string>>)
+    this.headersCache ??= Headers.fromInput(this.source.headers as Record<string, string | ReadonlyArray<string>>)
+    return this.headersCache
   }
   get cookies(): Cookies.Cookies {
     const header = this.source.headers["set-cookie"]
