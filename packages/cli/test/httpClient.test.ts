@@ -49,6 +49,26 @@ describe("node:http client", () => {
     expect(got.headers["user-agent"]).toMatch(/^muse\/\d+\.\d+\.\d+/)
   })
 
+  it("sends bytes, a Blob and a stream of chunks as they are", async () => {
+    const { server } = await serve(Fake.json(200, {}))
+    const bytes = new TextEncoder().encode("bytes ✓")
+    const send = (body: HttpBody.HttpBody) =>
+      Effect.scoped(
+        Effect.flatMap(HttpClient.execute(HttpClientRequest.post(`${server.url}/b`, { body })), (r) => r.text)
+      )
+    await run(
+      Effect.all([
+        send(HttpBody.uint8Array(bytes)),
+        send(HttpBody.raw(new Blob(["a blob ", "✓"]))),
+        send(HttpBody.stream(Stream.make(...["a ", "stream ", "✓"].map((t) => new TextEncoder().encode(t)))))
+      ])
+    )
+    expect(server.requests.map((r) => r.raw)).toEqual(["bytes ✓", "a blob ✓", "a stream ✓"])
+    expect(server.requests[0]!.headers["content-length"]).toBe(String(bytes.byteLength))
+    expect(server.requests[1]!.headers["content-length"]).toBe(String(Buffer.byteLength("a blob ✓")))
+    expect(server.requests[2]!.headers["transfer-encoding"]).toBe("chunked")
+  })
+
   it("keeps the connection for the next request once a stream is read, even when the reader stops early", async () => {
     const { server, ports, closed } = await serve(Fake.sse(events, { gapMs: 0 }))
     const read = (take: number) =>

@@ -33,7 +33,7 @@ import {
   UrlParams
 } from "@effect/platform"
 import * as NodeStream from "@effect/platform-node/NodeStream"
-import { Effect, Inspectable, Layer, Option, Stream } from "effect"
+import { Effect, Fiber, Inspectable, Layer, Option, Stream } from "effect"
 import { version } from "./version.js"
 
 // one keep-alive pool per scheme, for the process (idle sockets do not hold the process open)
@@ -44,6 +44,20 @@ const agentFor = (url: URL): Http.Agent => {
 }
 
 const userAgent = `muse/${version()}`
+
+/** A body already in memory as text or bytes (sent as it is), else `undefined`. */
+const inMemory = (raw: unknown): string | Uint8Array | undefined =>
+  typeof raw === "string"
+    ? raw
+    : raw instanceof Uint8Array
+      ? raw
+      : ArrayBuffer.isView(raw)
+        ? new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength)
+        : raw instanceof ArrayBuffer
+          ? new Uint8Array(raw)
+          : raw === undefined || raw === null
+            ? ""
+            : undefined
 
 const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown) =>
   new HttpClientError.RequestError({ request, reason: "Transport", cause })
@@ -59,17 +73,11 @@ const send = (
     const headers: Record<string, string> = { ...request.headers }
     // (fetch said `node`; a server that wants one sees who is asking)
     headers["user-agent"] ??= userAgent
-    let payload: string | Uint8Array | undefined
-    if (body._tag === "Raw" && typeof body.body === "string") payload = body.body
-    else if (body._tag === "Raw" && body.body instanceof Uint8Array) payload = body.body
-    else if (body._tag === "Uint8Array") payload = body.body
-    else if (body._tag === "Raw" && body.body !== undefined && body.body !== null)
-      payload = String(body.body as unknown)
-    if (payload !== undefined) {
-      const contentType = body._tag === "Empty" ? undefined : body.contentType
-      if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
+    const payload = body._tag === "Uint8Array" ? body.body : body._tag === "Raw" ? inMemory(body.body) : undefined
+    const contentType = body._tag === "Empty" || body._tag === "FormData" ? undefined : body.contentType
+    if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
+    if (payload !== undefined)
       headers["content-length"] = String(typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength)
-    }
     const options = { method: request.method, headers, agent: agentFor(url) }
     const req = url.protocol === "https:" ? Https.request(url, options) : Http.request(url, options)
     // The signal is aborted when the caller is interrupted, and also once the response's stream is
@@ -88,6 +96,7 @@ const send = (
       signal.removeEventListener("abort", onAbort)
     }
     let done = false
+    let bodyFiber: Fiber.RuntimeFiber<void> | undefined
     const fail = (cause: unknown) => {
       settle()
       if (done) return
@@ -111,10 +120,19 @@ const send = (
         break
       case "Raw":
       case "Uint8Array":
-        req.end(payload)
+        if (payload !== undefined) req.end(payload)
+        // a Blob, a web stream, URLSearchParams…: as fetch would send it
+        else
+          new globalThis.Response(body.body as ConstructorParameters<typeof globalThis.Response>[0])
+            .arrayBuffer()
+            .then((bytes) => {
+              req.setHeader("content-length", String(bytes.byteLength))
+              req.end(new Uint8Array(bytes))
+            })
+            .catch(fail)
         break
       case "Stream":
-        Effect.runFork(
+        bodyFiber = Effect.runFork(
           Stream.runForEach(body.stream, (chunk) =>
             Effect.async<void>((k) => {
               if (req.write(chunk)) k(Effect.void)
@@ -122,8 +140,12 @@ const send = (
             })
           ).pipe(
             Effect.matchCause({
-              onSuccess: () => req.end(),
-              onFailure: (cause) => req.destroy(new Error("request body stream failed", { cause }))
+              onSuccess: () => {
+                req.end()
+              },
+              onFailure: (cause) => {
+                req.destroy(new Error("request body stream failed", { cause }))
+              }
             })
           )
         )
@@ -143,6 +165,7 @@ const send = (
     return Effect.sync(() => {
       done = true
       req.destroy()
+      if (bodyFiber !== undefined) Effect.runFork(Fiber.interrupt(bodyFiber))
     })
   })
 
