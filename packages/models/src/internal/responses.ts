@@ -325,8 +325,10 @@ const finishReasons: Record<string, Response.FinishReason> = {
 
 const finishReason = (reason: unknown, hasToolCalls: boolean): Response.FinishReason => {
   if (reason === null || reason === undefined) return hasToolCalls ? "tool-calls" : "stop"
-  return (typeof reason === "string" && Object.hasOwn(finishReasons, reason) ? finishReasons[reason] : undefined) ??
+  return (
+    (typeof reason === "string" && Object.hasOwn(finishReasons, reason) ? finishReasons[reason] : undefined) ??
     (hasToolCalls ? "tool-calls" : "unknown")
+  )
 }
 
 const finishPart = (response: Record<string, any>, hasToolCalls: boolean): Response.FinishPartEncoded => {
