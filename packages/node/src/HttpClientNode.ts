@@ -10,8 +10,9 @@
  * given up on while the server is still sending is closed with its connection. Interrupting the
  * caller aborts the request.
  *
- * Unlike `fetch`: redirects are not followed (a 3xx is returned as it is), nothing is decompressed
- * (no `accept-encoding` is sent, so servers send none), and requests that set no `user-agent` carry
+ * Unlike `fetch`: at most {@link MAX_REDIRECTS} redirects are followed, never from https to http, and
+ * credential headers (`authorization`, `x-api-key`, `cookie`, …) are not sent to another origin;
+ * nothing is decompressed (`accept-encoding: identity` is asked for); requests that set no `user-agent` carry
  * `musekit/<version>` (`userAgent` changes or drops it). Proxy variables (`HTTPS_PROXY`, …) are not
  * read, as Node 20's `fetch` does not read them either; pass `agents` for a proxy or a private CA.
  *
@@ -33,6 +34,7 @@ import * as Https from "node:https"
 import {
   Cookies,
   Headers,
+  HttpBody,
   HttpClient,
   HttpClientError,
   type HttpClientRequest,
@@ -104,25 +106,35 @@ const inMemory = (raw: unknown): string | Uint8Array | undefined =>
 const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown) =>
   new HttpClientError.RequestError({ request, reason: "Transport", cause })
 
+/** What goes on the wire for a request (a redirect changes it; the request stays the caller's). */
+interface Wire {
+  readonly method: string
+  readonly headers: Record<string, string>
+  readonly body: HttpClientRequest.HttpClientRequest["body"]
+}
+
 /** Sends one request; succeeds with the response once its headers are in. */
 const send = (
   request: HttpClientRequest.HttpClientRequest,
   url: URL,
   signal: AbortSignal,
   userAgent: string | undefined,
-  agent: Http.Agent
-): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
-  Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
-    const body = request.body
-    const headers: Record<string, string> = { ...request.headers }
+  agent: Http.Agent,
+  wire: Wire = request
+): Effect.Effect<Response, HttpClientError.HttpClientError> =>
+  Effect.async<Response, HttpClientError.HttpClientError>((resume) => {
+    const body = wire.body
+    const headers: Record<string, string> = { ...wire.headers }
     // (fetch said `node`; a server that wants one sees who is asking)
     if (userAgent !== undefined) headers["user-agent"] ??= userAgent
+    // nothing is decompressed here: ask for none (no header would mean any is fine)
+    headers["accept-encoding"] ??= "identity"
     const payload = body._tag === "Uint8Array" ? body.body : body._tag === "Raw" ? inMemory(body.body) : undefined
     const contentType = body._tag === "Empty" || body._tag === "FormData" ? undefined : body.contentType
     if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
     if (payload !== undefined)
       headers["content-length"] = String(typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength)
-    const options = { method: request.method, headers, agent }
+    const options = { method: wire.method, headers, agent }
     const req = url.protocol === "https:" ? Https.request(url, options) : Http.request(url, options)
     // The signal is aborted when the caller is interrupted, and also once the response's stream is
     // done with: a response the server has sent in full keeps its connection for the next request
@@ -297,20 +309,64 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
   }
 }
 
+/** Redirects followed before the last 3xx is returned as it is (as `fetch`'s 20, fewer). */
+export const MAX_REDIRECTS = 5
+
+/** Headers that carry a credential: not sent on to another origin a redirect names. */
+const CREDENTIALS = ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-goog-api-key"]
+
+/**
+ * Where a redirect leads and what to send there, or `undefined` to return the 3xx as it is: 307
+ * and 308 repeat the request (a body held in memory only), 301, 302 and 303 turn it into a `GET`
+ * without a body (as `fetch` does); never from https to http; credentials stay with their origin.
+ */
+const redirect = (res: Response, url: URL, wire: Wire): { url: URL; wire: Wire } | undefined => {
+  const status = res.status
+  const location = res.source.headers.location
+  if (![301, 302, 303, 307, 308].includes(status) || location === undefined) return undefined
+  let next: URL
+  try {
+    next = new URL(location, url)
+  } catch {
+    return undefined
+  }
+  if (next.protocol !== "http:" && next.protocol !== "https:") return undefined
+  if (url.protocol === "https:" && next.protocol === "http:") return undefined
+  const headers: Record<string, string> = { ...wire.headers }
+  if (next.origin !== url.origin) for (const name of CREDENTIALS) delete headers[name]
+  if (status === 307 || status === 308) {
+    const body = wire.body
+    const inMemoryBody =
+      body._tag === "Empty" || body._tag === "Uint8Array" || (body._tag === "Raw" && inMemory(body.body) !== undefined)
+    return inMemoryBody ? { url: next, wire: { method: wire.method, headers, body } } : undefined
+  }
+  delete headers["content-type"]
+  delete headers["content-length"]
+  const method = wire.method === "HEAD" ? "HEAD" : "GET"
+  return { url: next, wire: { method, headers, body: HttpBody.empty } }
+}
+
 /** A client with its own `user-agent` or connection pools; see {@link Options}. */
 export const make = (options: Options = {}): HttpClient.HttpClient => {
   const http = options.agents?.http
   const https = options.agents?.https
   const fixed = options.userAgent
-  return HttpClient.make((request, url, signal) =>
-    send(
-      request,
-      url,
-      signal,
-      fixed === false ? undefined : (fixed ?? musekitUserAgent()),
-      url.protocol === "https:" ? (https ?? shared().https) : (http ?? shared().http)
-    )
-  )
+  const userAgent = () => (fixed === false ? undefined : (fixed ?? musekitUserAgent()))
+  const agentFor = (url: URL) => (url.protocol === "https:" ? (https ?? shared().https) : (http ?? shared().http))
+  const follow = (
+    request: HttpClientRequest.HttpClientRequest,
+    url: URL,
+    signal: AbortSignal,
+    wire: Wire,
+    hops: number
+  ): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
+    Effect.flatMap(send(request, url, signal, userAgent(), agentFor(url), wire), (res) => {
+      const next = hops < MAX_REDIRECTS ? redirect(res, url, wire) : undefined
+      if (next === undefined) return Effect.succeed(res)
+      release(res.source)
+      return follow(request, next.url, signal, next.wire, hops + 1)
+    })
+  return HttpClient.make((request, url, signal) => follow(request, url, signal, request, 0))
 }
 
 /** The client with the defaults: `user-agent: musekit/<version>`, the process's keep-alive pools. */

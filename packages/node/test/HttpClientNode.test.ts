@@ -60,7 +60,7 @@ describe("HttpClientNode", () => {
     expect(got.method).toBe("POST")
     const { version } = JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8"))
     expect(got.headers["user-agent"]).toBe(`musekit/${version}`)
-    expect(got.headers["accept-encoding"]).toBeUndefined()
+    expect(got.headers["accept-encoding"]).toBe("identity") // nothing is decompressed: none asked for
   })
 
   it("sends bytes, a Blob and a stream of chunks as they are", async () => {
@@ -130,6 +130,79 @@ describe("HttpClientNode", () => {
     await new Promise((r) => setTimeout(r, 100))
     expect(closed).toEqual(ports)
     expect(server.requests[0]!.aborted).toBe(true)
+  })
+
+  it("follows redirects: 307/308 repeat the request, 301-303 turn it into a GET; credentials stay with their origin", async () => {
+    const target = await serve(Fake.json(200, { ok: true }))
+    const { server } = await serve((req, res) => {
+      const to = (status: number, location: string) => {
+        res.writeHead(status, { location })
+        res.end()
+      }
+      if (req.url === "/same") return to(307, "/v1/final")
+      if (req.url === "/perm") return to(308, `${target.server.url}/v1/elsewhere`)
+      if (req.url === "/see") return to(303, "/v1/final")
+      if (req.url === "/loop") return to(307, "/loop")
+      if (req.url === "/ftp") return to(307, "ftp://example.com/x")
+      return Fake.json(200, { here: req.url })(req, res, undefined as never)
+    })
+    const call = (p: string) =>
+      run(
+        Effect.flatMap(
+          HttpClient.execute(
+            post(`${server.url}${p}`, '{"q":1}').pipe(
+              HttpClientRequest.setHeaders({ authorization: "Bearer s3cret", "x-api-key": "k3y", "x-keep": "1" })
+            )
+          ),
+          (r) => Effect.map(r.text, (text) => ({ status: r.status, text }))
+        )
+      )
+    expect(await call("/same")).toEqual({ status: 200, text: JSON.stringify({ here: "/v1/final" }) })
+    const again = server.requests.find((r) => r.url === "/v1/final")!
+    expect(again.method).toBe("POST")
+    expect(again.raw).toBe('{"q":1}')
+    expect(again.headers.authorization).toBe("Bearer s3cret") // same origin
+
+    expect((await call("/perm")).status).toBe(200)
+    const moved = target.server.requests[0]!
+    expect(moved.method).toBe("POST")
+    expect(moved.raw).toBe('{"q":1}')
+    expect(moved.headers.authorization).toBeUndefined() // another origin: no credentials
+    expect(moved.headers["x-api-key"]).toBeUndefined()
+    expect(moved.headers["x-keep"]).toBe("1")
+
+    server.requests.length = 0
+    expect((await call("/see")).status).toBe(200)
+    const seen = server.requests.find((r) => r.url === "/v1/final")!
+    expect(seen.method).toBe("GET")
+    expect(seen.raw).toBe("")
+
+    server.requests.length = 0
+    expect((await call("/loop")).status).toBe(307) // the last 3xx as it is
+    expect(server.requests).toHaveLength(1 + HttpClientNode.MAX_REDIRECTS)
+    expect((await call("/ftp")).status).toBe(307)
+  })
+
+  it("a body read after its stream broke off fails at once instead of waiting", async () => {
+    const { server } = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.write(Fake.frame(events[0]!))
+      setTimeout(() => res.socket?.destroy(), 30)
+    })
+    const started = Date.now()
+    const result = await run(
+      Effect.scoped(
+        Effect.flatMap(HttpClient.execute(post(`${server.url}/v1/cut`, "{}")), (r) =>
+          r.stream.pipe(
+            Stream.runDrain,
+            Effect.either,
+            Effect.flatMap(() => Effect.either(r.text))
+          )
+        )
+      ).pipe(Effect.timeout("5 seconds"), Effect.either)
+    )
+    expect(Date.now() - started).toBeLessThan(3000)
+    expect(Either.isRight(result) && Either.isLeft(result.right)).toBe(true)
   })
 
   it("fails a refused connection as a transport error carrying the system's code", async () => {
