@@ -27,11 +27,15 @@ async function loadMain(): Promise<{ readonly main: Main }> {
         process.stderr.write(`muse: code cache ${loaded.cache} ${loaded.cacheFile ?? ""}\n`)
       if (typeof main === "function") {
         if (loaded.cache !== "hit" && loaded.cache !== "off") {
-          // written once the first request is under way, or at exit if the command ends sooner
-          const persist = () => void loaded.persist()
+          // written once the first request is under way, or at exit if the command ends sooner;
+          // the heap policy's flags after it (V8 rejects a cache made under other flags)
+          const persist = () => {
+            loaded.persist()
+            heapPolicy()
+          }
           setTimeout(persist, 1000).unref()
           process.once("exit", persist)
-        }
+        } else heapPolicy()
         return { main }
       }
     } catch (e) {
@@ -39,8 +43,16 @@ async function loadMain(): Promise<{ readonly main: Main }> {
         process.stderr.write(`muse: boot.cjs did not load (${String(e)}); using the ES modules\n`)
     }
   }
+  heapPolicy()
   return import("./internal/main.js")
 }
+
+/** A smaller V8 heap for long sessions (see internal/heapPolicy.ts), once the code cache is settled. */
+const heapPolicy = () =>
+  void import("./internal/heapPolicy.js").then(
+    ({ applyHeapPolicy }) => applyHeapPolicy(process.env),
+    () => undefined
+  )
 
 const args = process.argv.slice(2)
 if (args.length === 1 && (args[0] === "--version" || args[0] === "-v")) {

@@ -1,0 +1,69 @@
+/**
+ * How the V8 heap of a `muse` process may grow. V8's defaults favour throughput over memory: the
+ * young generation's semi-spaces grow to 16 MiB each (32 MiB resident), and the old generation
+ * may grow up to four times what the last full collection kept before the next one. A session
+ * keeps little (≈ 30 MiB live after 500 tool calls), but each turn leaves garbage the size of its
+ * request behind in the old generation, so its peak memory was mostly garbage waiting for a
+ * collection. This policy, set once the process runs:
+ *
+ * - the next full collection starts when the old generation has grown by half over what the last
+ *   one kept (`--heap-growing-percent=50`; V8's own factor is 1.1 to 4, by its GC speed);
+ * - the semi-spaces stop growing at 8 MiB each (`--semi-space-growth-factor=1` from then on).
+ *
+ * V8 takes these flags at run time, but they enter its flag hash: a code cache made after them is
+ * rejected by the next start (which runs without them). Apply the policy once the code cache has
+ * been read, or written. `MUSE_HEAP_POLICY=0`, or a heap flag of Node's own (`--max-semi-space-size`,
+ * `--heap-growing-percent`…, in the command line or `NODE_OPTIONS`), leaves V8's defaults alone.
+ *
+ * @example
+ * ```ts
+ * import { applyHeapPolicy } from "./heapPolicy.js"
+ * const loaded = loadScript(boot, { dirs })
+ * loaded.persist() // the code cache first: flags set later would make it unusable
+ * applyHeapPolicy(process.env) // true when applied
+ * ```
+ */
+import * as v8 from "node:v8"
+
+/** Semi-space size (each of the two) past which the young generation no longer grows. */
+export const SEMI_SPACE_CAP = 8 * 1024 * 1024
+/** Growth of the old generation between full collections, in percent of what the last one kept. */
+export const OLD_GROWTH_PERCENT = 50
+
+/** Flags of Node's (or V8's) that size the heap: the user chose, the policy stays out. */
+const HEAP_FLAG = /semi[-_]space|heap[-_]growing|old[-_]space|young[-_]generation|new[-_]space|optimize[-_]for[-_]size/
+
+let applied = false
+
+/**
+ * Sets the policy (once per process); false when it is off (`MUSE_HEAP_POLICY=0`, or heap flags
+ * given to Node).
+ */
+export const applyHeapPolicy = (
+  env: NodeJS.ProcessEnv,
+  execArgv: ReadonlyArray<string> = process.execArgv
+): boolean => {
+  if (applied) return true
+  if (env.MUSE_HEAP_POLICY === "0") return false
+  if (HEAP_FLAG.test([...execArgv, env.NODE_OPTIONS ?? ""].join(" "))) return false
+  applied = true
+  v8.setFlagsFromString(`--heap-growing-percent=${OLD_GROWTH_PERCENT}`)
+  // the young generation grows by doubling after collections where much survived: stop it
+  // once the semi-spaces reach the cap (checked now, then every 50 ms until they do)
+  if (capYoung()) return true
+  const timer = setInterval(() => {
+    if (capYoung()) clearInterval(timer)
+  }, 50)
+  timer.unref()
+  return true
+}
+
+/** Both semi-spaces, as committed now. */
+export const youngCommitted = (): number =>
+  v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
+
+const capYoung = (): boolean => {
+  if (youngCommitted() < 2 * SEMI_SPACE_CAP) return false
+  v8.setFlagsFromString("--semi-space-growth-factor=1")
+  return true
+}
