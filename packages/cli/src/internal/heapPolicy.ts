@@ -10,17 +10,18 @@
  *   one kept (`--heap-growing-percent=50`; V8's own factor is 1.1 to 4, by its GC speed);
  * - the semi-spaces stop growing at 8 MiB each (`--semi-space-growth-factor=1` from then on).
  *
- * V8 takes these flags at run time, but they enter its flag hash: a code cache made after them is
- * rejected by the next start (which runs without them). Apply the policy once the code cache has
- * been read, or written. `MUSE_HEAP_POLICY=0`, or a heap flag of Node's own (`--max-semi-space-size`,
- * `--heap-growing-percent`…, in the command line or `NODE_OPTIONS`), leaves V8's defaults alone.
+ * V8 takes these flags at run time, but they enter its flag hash: a code cache is rejected by a
+ * start whose flags differ from those it was made under. So the policy is applied once the code
+ * cache has been read (the script compiled, before it runs: the first full collection sizes the
+ * heap), and a cache is made under V8's defaults ({@link withDefaultFlags}). `MUSE_HEAP_POLICY=0`,
+ * or a heap flag of Node's own (`--max-semi-space-size`, `--heap-growing-percent`…, in the command
+ * line or `NODE_OPTIONS`), leaves V8's defaults alone.
  *
  * @example
  * ```ts
- * import { applyHeapPolicy } from "./heapPolicy.js"
- * const loaded = loadScript(boot, { dirs })
- * loaded.persist() // the code cache first: flags set later would make it unusable
- * applyHeapPolicy(process.env) // true when applied
+ * import { applyHeapPolicy, withDefaultFlags } from "./heapPolicy.js"
+ * const loaded = loadScript(boot, { dirs, compiled: () => applyHeapPolicy(process.env) })
+ * withDefaultFlags(loaded.persist) // the cache a start with no flags can take
  * ```
  */
 import * as v8 from "node:v8"
@@ -62,8 +63,28 @@ export const applyHeapPolicy = (
 export const youngCommitted = (): number =>
   v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
 
+let capped = false
+
 const capYoung = (): boolean => {
   if (youngCommitted() < 2 * SEMI_SPACE_CAP) return false
   v8.setFlagsFromString("--semi-space-growth-factor=1")
+  capped = true
   return true
+}
+
+/**
+ * Runs `f` under V8's default heap flags (for a code cache that a start without the policy's flags
+ * takes), then sets the policy's again.
+ */
+export const withDefaultFlags = <A>(f: () => A): A => {
+  if (!applied) return f()
+  const young = capped
+  v8.setFlagsFromString("--heap-growing-percent=0")
+  if (young) v8.setFlagsFromString("--semi-space-growth-factor=2")
+  try {
+    return f()
+  } finally {
+    v8.setFlagsFromString(`--heap-growing-percent=${OLD_GROWTH_PERCENT}`)
+    if (young) v8.setFlagsFromString("--semi-space-growth-factor=1")
+  }
 }
