@@ -12,7 +12,7 @@ import { EventLogFile } from "@musekit/node"
 import * as SessionCluster from "@musekit/pg/SessionCluster"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { baseOf, restoreFiles, retryDelayMs, takeoverNote } from "../src/internal/cluster.js"
+import { baseOf, checkoutAt, restoreFiles, retryDelayMs, takeoverNote } from "../src/internal/cluster.js"
 import { buggyRepo, ensureBuilt, muse, museAsync, readLog, sandbox, writeScript } from "./support/cli.js"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "muse-cluster-"))
@@ -23,6 +23,42 @@ const event = (type: string, data: unknown, agent = "main"): Event.Envelope =>
   ({ v: 1, seq: seq++, id: `e${seq}`, at: seq, agent, type, parent: null, data }) as unknown as Event.Envelope
 
 describe("a workspace rebuilt from the log", () => {
+  it("each try at a session starts from a fresh clone at the base commit, whatever the last try left", async () => {
+    const repo = path.join(root, "origin")
+    fs.mkdirSync(repo)
+    const g = (cwd: string, ...args: Array<string>) =>
+      execFileSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim()
+    g(repo, "init", "-q", "-b", "main")
+    fs.writeFileSync(path.join(repo, "a.txt"), "base\n")
+    g(repo, "add", "-A")
+    g(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    const base = g(repo, "rev-parse", "HEAD")
+    fs.writeFileSync(path.join(repo, "a.txt"), "later\n")
+    g(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "later")
+    const work = path.join(root, "runner")
+    fs.mkdirSync(work)
+    const dir = path.join(work, "s1")
+
+    const first = await Effect.runPromise(checkoutAt(repo, base, dir, work))
+    expect(first.ok).toBe(true)
+    expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("base\n")
+    // what a try left: a changed file, an untracked one, a hook and a config entry inside .git
+    fs.writeFileSync(path.join(dir, "a.txt"), "changed\n")
+    fs.writeFileSync(path.join(dir, "new.txt"), "x\n")
+    fs.writeFileSync(path.join(dir, ".git", "hooks", "post-checkout"), "#!/bin/sh\n")
+    g(dir, "config", "alias.st", "status")
+    const again = await Effect.runPromise(checkoutAt(repo, base, dir, work))
+    expect(again.ok).toBe(true)
+    expect(fs.existsSync(path.join(dir, ".git", "hooks", "post-checkout"))).toBe(false)
+    expect(fs.readFileSync(path.join(dir, ".git", "config"), "utf8")).not.toContain("alias")
+    expect(fs.readdirSync(dir).sort()).toEqual([".git", "a.txt"])
+    expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("base\n")
+    expect(g(dir, "rev-parse", "HEAD")).toBe(base)
+    const missing = await Effect.runPromise(checkoutAt(path.join(root, "nowhere"), base, dir, work))
+    expect(missing.ok).toBe(false)
+    expect(missing.err).toMatch(/nowhere/)
+  })
+
   it("puts back each file as its last change left it; a content the store lacks is named, not fatal", async () => {
     const store = EventLogFile.makeStore({ dir: path.join(root, "state") })
     const put = (text: string) =>

@@ -215,8 +215,7 @@ export const resolve = (spec: string, options: Options = {}): Either.Either<Reso
 /**
  * Builds the provider's `LanguageModel` for an already resolved spec. A provider's client is loaded
  * when it is first used (`@musekit/models/openai`, `/anthropic`, `/google`), so a program that talks to
- * one provider never loads the others. Google (Gemini) and OpenAI-compatible servers need no
- * provider package.
+ * one provider never loads the others. No provider needs a provider package.
  */
 export const makeResolved = (
   r: Resolved,
@@ -225,12 +224,12 @@ export const makeResolved = (
   switch (r.provider.api) {
     case "openai":
       return Effect.flatMap(
-        loadProvider(r, "@effect/ai-openai@0.41", () => import("./OpenAi.js")),
+        Effect.promise(() => import("./OpenAi.js")),
         (m) => m.make(r, options)
       )
     case "anthropic":
       return Effect.flatMap(
-        loadProvider(r, "@effect/ai-anthropic@0.27", () => import("./Anthropic.js")),
+        Effect.promise(() => import("./Anthropic.js")),
         (m) => m.make(r, options)
       )
     case "google":
@@ -254,32 +253,6 @@ export const makeResolved = (
       })
   }
 }
-
-/**
- * Loads a provider module. The provider clients (`@effect/ai-openai`, `@effect/ai-anthropic`) are
- * optional peer dependencies: an app installs the ones it uses, and a missing one is a
- * `ModelConfigError` that names the install command.
- */
-const loadProvider = <A>(r: Resolved, pkg: string, load: () => Promise<A>): Effect.Effect<A, ModelConfigError> =>
-  Effect.tryPromise({
-    try: load,
-    catch: (cause) => cause
-  }).pipe(
-    Effect.catchAll((cause) => {
-      const name = pkg.slice(0, pkg.lastIndexOf("@"))
-      const code = (cause as { code?: unknown } | undefined)?.code
-      const missing = (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") && String(cause).includes(name)
-      if (!missing) return Effect.die(cause)
-      return Effect.fail(
-        new ModelConfigError({
-          reason: "MissingPackage",
-          spec: r.spec,
-          provider: r.provider.name,
-          message: `${r.spec} needs the package ${name}, which is not installed: run \`npm install ${pkg}\` (it is an optional peer dependency of @musekit/models)`
-        })
-      )
-    })
-  )
 
 /** Builds the `LanguageModel` for a spec; needs an `HttpClient`. */
 export const make = (

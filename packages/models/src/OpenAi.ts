@@ -1,6 +1,10 @@
 /**
- * The OpenAI provider (Responses API) on its own: `@musekit/models/openai` loads OpenAI's client and
- * nothing of the other providers. `Models.layer("openai/…")` loads this module when it is first used.
+ * The OpenAI provider (Responses API, `POST /responses`) on its own: `@musekit/models/openai` loads
+ * nothing of the other providers, and no OpenAI client package either: requests are encoded (each
+ * history message once per session) and streamed events read by MuseKit itself. The request body is
+ * the one `@effect/ai-openai`'s language model sends for the same call, byte for byte, with each tool
+ * (and JSON response format) sent with `strict: true` only where its schema allows it.
+ * `Models.layer("openai/…")` loads this module when it is first used.
  *
  * @example
  * ```ts
@@ -13,34 +17,21 @@
  * )
  * ```
  */
-import type { LanguageModel } from "@effect/ai"
-import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
-import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
-import { type HttpClient, HttpClientRequest } from "@effect/platform"
-import { Effect, type Layer, type Scope, Stream } from "effect"
+import { IdGenerator, LanguageModel } from "@effect/ai"
+import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { Chunk, Effect, type Layer, Option, Redacted, type Scope, Stream } from "effect"
 import { prepare } from "./internal/construct.js"
-import { strictWhereSafe } from "./internal/openaiStrict.js"
-import { jsonText } from "./internal/streamBodies.js"
+import { mapHttpErrors, sseEvents } from "./internal/http.js"
+import { fromResponse, isLast, parseEvent, requestJson, StreamAssembler } from "./internal/responses.js"
 import * as Models from "./Models.js"
 
 /**
- * The OpenAI client with `createResponseStream` sending its body as text, and each request passed
- * through `prepare` first (the request object, before it is encoded).
+ * The context key of `@effect/ai-openai`'s `OpenAiLanguageModel.Config`: overrides made with its
+ * `withConfigOverride` apply here too (read by key, so that package is not loaded).
  */
-const openAiStreamAsText = (
-  client: OpenAiClient.Service,
-  prepare: <R extends Record<string, any>>(request: R) => R = (request) => request
-): OpenAiClient.Service => ({
-  ...client,
-  createResponse: (options) => client.createResponse(prepare(options)),
-  createResponseStream: (options) =>
-    client
-      .streamRequest(
-        HttpClientRequest.post("/responses", { body: jsonText({ ...prepare(options), stream: true }) }),
-        OpenAiClient.ResponseStreamEvent
-      )
-      .pipe(Stream.takeUntil((event) => event.type === "response.completed" || event.type === "response.incomplete"))
-})
+const overrideKey = "@effect/ai-openai/OpenAiLanguageModel/Config"
+
+const module = "OpenAiClient"
 
 /** Builds the model for a resolved `openai/…` spec (see `Models.resolve`). */
 export const make = (
@@ -49,15 +40,60 @@ export const make = (
 ): Effect.Effect<LanguageModel.Service, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
     const { transform, config, finish } = prepare(r, options)
-    const userStrict = config.strict !== undefined
+    const fixStrict = config.strict === undefined
     if (options.maxOutputTokens !== undefined) config.max_output_tokens = options.maxOutputTokens
-    const client = openAiStreamAsText(
-      yield* OpenAiClient.make({ apiKey: r.apiKey, apiUrl: r.baseUrl, transformClient: transform }),
-      userStrict ? undefined : strictWhereSafe
+    const base = (yield* HttpClient.HttpClient).pipe(
+      HttpClient.mapRequest((request) => {
+        let out = HttpClientRequest.prependUrl(request, r.baseUrl)
+        if (r.apiKey !== undefined) out = HttpClientRequest.bearerToken(out, Redacted.value(r.apiKey))
+        return HttpClientRequest.acceptJson(out)
+      }),
+      transform
     )
-    const inner = yield* OpenAiLanguageModel.make({ model: r.model, config: config as any }).pipe(
-      Effect.provideService(OpenAiClient.OpenAiClient, client)
-    )
+    const client = HttpClient.filterStatusOk(base)
+
+    const body = (providerOptions: LanguageModel.ProviderOptions, stream: boolean) =>
+      Effect.flatMap(Effect.context<never>(), (context) => {
+        const override = context.unsafeMap.get(overrideKey) as Record<string, unknown> | undefined
+        return requestJson({ model: r.model, ...config, ...override }, providerOptions, fixStrict, stream)
+      })
+
+    const request = (json: string) =>
+      // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
+      HttpClientRequest.post("/responses", { body: HttpBody.raw(json, { contentType: "application/json" }) })
+
+    const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
+      Effect.gen(function* () {
+        const payload = yield* body(providerOptions, false)
+        const json = yield* client.execute(request(payload)).pipe(
+          Effect.flatMap((response: HttpClientResponse.HttpClientResponse) => response.json),
+          mapHttpErrors(module, "createResponse")
+        )
+        return yield* fromResponse(json, providerOptions)
+      })
+
+    const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
+      Effect.gen(function* () {
+        const payload = yield* body(providerOptions, true)
+        const assembler = new StreamAssembler(yield* IdGenerator.IdGenerator, providerOptions)
+        return sseEvents(client.execute(request(payload)), module).pipe(
+          // events that are not JSON objects with a type (keep-alives, …) are skipped
+          Stream.mapChunks((events) => Chunk.filterMap(events, (event) => Option.fromNullable(parseEvent(event.data)))),
+          Stream.takeUntil(isLast),
+          Stream.chunks,
+          Stream.flatMap((events) =>
+            Stream.unwrap(
+              Effect.map(assembler.chunks(events), ({ parts, error }) =>
+                error === undefined
+                  ? Stream.fromChunk(parts)
+                  : Stream.concat(Stream.fromChunk(parts), Stream.fail(error))
+              )
+            )
+          )
+        )
+      }).pipe(Stream.unwrap)
+
+    const inner = yield* LanguageModel.make({ generateText, streamText })
     return finish(inner)
   })
 

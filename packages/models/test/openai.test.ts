@@ -325,6 +325,19 @@ describe("openai (Responses API)", () => {
     })
   )
 
+  it.scopedLive("a whole response that is not a response: a clear error", () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      server.reply(Fake.json(200, { unexpected: true }))
+      const error = yield* LanguageModel.generateText({ prompt: "hi" }).pipe(
+        Effect.provide(modelLayer("openai/gpt-4.1-mini", server, "/v1")),
+        Effect.flip
+      )
+      expect(error._tag).toBe("MalformedOutput")
+      expect(messageOf(error)).toBe(`openai sent a response without 'output': {"unexpected":true}`)
+    })
+  )
+
   it.scopedLive("connection dropped mid-stream: a clear error", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make

@@ -330,9 +330,8 @@ const readAt = (fd: number, into: Buffer, position: number): Promise<number> =>
 /**
  * Stream the file once: strict UTF-8 check, line count, and the selected lines within a byte budget.
  * The file is read as it was when opened: up to the size its open descriptor has then, whatever it
- * does while it is read (a file that grows is not read past that; one replaced by a FIFO or a device
- * after the caller's `stat` is refused, never waited on: it is opened without blocking and checked
- * by its descriptor). A small file is read in one synchronous call (a stream costs several
+ * does while it is read (a file that grows is not read past that). A directory, FIFO or device is
+ * refused, never waited on: it is opened without blocking and checked by its descriptor (`special`). A small file is read in one synchronous call (a stream costs several
  * thread-pool round trips and more than the read itself).
  */
 const readLines = async (abs: string, start: number, limit: number, maxBytes: number): Promise<ReadOutcome> => {
@@ -438,13 +437,10 @@ export const readFile = (options: Options = {}): Tools.Definition => {
       Effect.gen(function* () {
         const abs = yield* resolveIn(ctx, path)
         const rel = ctx.workspace.relative(abs)
-        const st = yield* tryFs(rel, () => fs.promises.stat(abs))
-        if (st.isDirectory()) return yield* fail(`${rel} is a directory; use list_files to see its contents`)
-        if (!st.isFile()) return yield* fail(`${rel} is not a regular file`)
         const start = offset ?? 1
+        // (no stat first: readLines checks what it opened by its descriptor, one thread-pool round trip fewer)
         const out = yield* tryFs(rel, () => readLines(abs, start, limit ?? Number.MAX_SAFE_INTEGER, maxBytes))
         if (out._tag === "binary") return yield* fail(binaryMessage(rel, out.size, out.why))
-        // (what the path named changed since the stat above)
         if (out._tag === "special")
           return yield* fail(
             out.directory ? `${rel} is a directory; use list_files to see its contents` : `${rel} is not a regular file`

@@ -48,6 +48,23 @@ const git = (args: ReadonlyArray<string>, cwd: string, remote = false) => {
   return { ok: r.status === 0, out: (r.stdout ?? "").trim(), err: (r.stderr ?? "").trim() }
 }
 
+/** {@link git} without blocking the process (a runner's clone can take minutes; its other sessions go on). */
+const gitAsync = (args: ReadonlyArray<string>, cwd: string, remote = false) =>
+  Effect.promise(() => Git.run(args, { cwd, remote })).pipe(
+    Effect.map((r) => ({ ok: r.status === 0, out: (r.stdout ?? "").trim(), err: (r.stderr ?? "").trim() }))
+  )
+
+/**
+ * `dir` as a fresh clone of `repo` at `base` (each try at a session starts from one: a clone an earlier
+ * try left could hold what that try wrote, inside `.git` too). Exported for tests.
+ */
+export const checkoutAt = (repo: string, base: string, dir: string, workDir: string) =>
+  Effect.gen(function* () {
+    fs.rmSync(dir, { recursive: true, force: true })
+    const clone = yield* gitAsync(["clone", "--quiet", "--", repo, dir], workDir, true)
+    return clone.ok ? yield* gitAsync(["checkout", "--quiet", "--detach", base], dir) : clone
+  })
+
 /** The commit `repo` is at now (a local path) or its remote HEAD (a URL). */
 export const baseOf = (repo: string): Effect.Effect<string, CliError> => {
   const local = fs.existsSync(repo)
@@ -226,9 +243,7 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             Effect.catchTag("SessionNotFound", () => Effect.succeed([] as ReadonlyArray<Event.Envelope>)),
             Effect.orDie
           )
-          fs.rmSync(dir, { recursive: true, force: true })
-          const clone = git(["clone", "--quiet", "--", job.repo, dir], workDir, true)
-          const checkout = clone.ok ? git(["checkout", "--quiet", "--detach", job.base], dir) : clone
+          const checkout = yield* checkoutAt(job.repo, job.base, dir, workDir)
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
             return { status: "failed", exitCode: ExitCode.Failed }

@@ -54,6 +54,8 @@ export interface LoadOptions {
 }
 
 const SUM_MAGIC = "muse-script-sum-1"
+/** A sum file's one line: magic, length, CRC-32 (hex), and whether the script is all ASCII. */
+const SUM_LINE = new RegExp(`^${SUM_MAGIC} (\\d+) ([0-9a-f]{8}) (ascii|utf8)\\n$`)
 
 /** Where the build keeps a script's sum: beside it. */
 export const sumFile = (file: string): string => `${file}.sum`
@@ -86,7 +88,7 @@ const readScriptSum = (file: string, script: fs.Stats): Sum | undefined => {
     const at = sumFile(file)
     const st = fs.statSync(at)
     if (!st.isFile() || st.size > 200 || st.mtimeMs < script.mtimeMs || st.ctimeMs < script.ctimeMs) return undefined
-    const m = /^muse-script-sum-1 (\d+) ([0-9a-f]{8}) (ascii|utf8)\n$/.exec(fs.readFileSync(at, "latin1"))
+    const m = SUM_LINE.exec(fs.readFileSync(at, "latin1"))
     if (m === null || Number(m[1]) !== script.size) return undefined
     return { crc: m[2]!, ascii: m[3] === "ascii" }
   } catch {

@@ -7,6 +7,7 @@ import type { HttpPolicy } from "@musekit/models"
 import { Effect, Either, Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
+import * as NodeHttp from "./httpClient.js"
 import * as ModelInfo from "./modelInfo.js"
 import * as Scripted from "./scripted.js"
 
@@ -93,11 +94,11 @@ export const languageModel = (
       options.session !== undefined && resolved.right.provider.api === "openai"
         ? { config: { prompt_cache_key: `muse-${options.session}` } }
         : {}
-    return Models.layer(spec, {
+    return Models.layerWithoutHttpClient(spec, {
       env: options.env,
       ...cacheKey,
       ...(onRetry ? { onRetry: (retry: Retry) => Effect.sync(() => onRetry(retry)) } : {})
-    }).pipe(Layer.orDie)
+    }).pipe(Layer.provide(NodeHttp.layer), Layer.orDie)
   })
 
 /** A model's context window and where it came from (shown to the user, recorded with the session). */

@@ -1,6 +1,6 @@
 /**
- * What the providers spoken directly (Chat Completions, Gemini) share on the wire: HTTP client errors
- * mapped to @effect/ai's `AiError`s, and a response body read as server-sent events.
+ * What the providers spoken directly (Chat Completions, Anthropic Messages, Gemini) share on the wire:
+ * HTTP client errors mapped to @effect/ai's `AiError`s, and a response body read as server-sent events.
  *
  * @example
  * ```ts

@@ -1,0 +1,261 @@
+/**
+ * The `HttpClient` `muse` talks to model servers with: Node's own `http`/`https` over keep-alive
+ * connections, instead of the runtime's `fetch`.
+ *
+ * `fetch` (undici) puts every request body through a web `ReadableStream` (a text body is encoded
+ * to bytes chunk by chunk, then written piece by piece) and every response through another one; for
+ * a 100 KB request and a small streamed answer that is most of a turn's HTTP cost. Here a text or
+ * byte body is written in one call (`request.end(body)`, with its `content-length`) and the response
+ * is read as a Node stream. What `fetch` did that this does not: follow redirects and decompress
+ * (it asks for no compression, so servers send none). Interrupting the caller aborts the request,
+ * as with any `HttpClient.make` client.
+ *
+ * @example
+ * ```ts
+ * import { Models } from "@musekit/models"
+ * import { Layer } from "effect"
+ * import * as NodeHttp from "./httpClient.js"
+ *
+ * const model = Models.layerWithoutHttpClient("openai/gpt-4.1").pipe(Layer.provide(NodeHttp.layer))
+ * ```
+ */
+
+import * as Http from "node:http"
+import * as Https from "node:https"
+import {
+  Cookies,
+  Headers,
+  HttpClient,
+  HttpClientError,
+  type HttpClientRequest,
+  HttpClientResponse,
+  HttpIncomingMessage,
+  UrlParams
+} from "@effect/platform"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import { Effect, Fiber, Inspectable, Layer, Option, Stream } from "effect"
+import { version } from "./version.js"
+
+// one keep-alive pool per scheme, for the process (idle sockets do not hold the process open)
+let agents: { http: Http.Agent; https: Https.Agent } | undefined
+const agentFor = (url: URL): Http.Agent => {
+  agents ??= { http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) }
+  return url.protocol === "https:" ? agents.https : agents.http
+}
+
+const userAgent = `muse/${version()}`
+
+/** A body already in memory as text or bytes (sent as it is), else `undefined`. */
+const inMemory = (raw: unknown): string | Uint8Array | undefined =>
+  typeof raw === "string"
+    ? raw
+    : raw instanceof Uint8Array
+      ? raw
+      : ArrayBuffer.isView(raw)
+        ? new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength)
+        : raw instanceof ArrayBuffer
+          ? new Uint8Array(raw)
+          : raw === undefined || raw === null
+            ? ""
+            : undefined
+
+const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown) =>
+  new HttpClientError.RequestError({ request, reason: "Transport", cause })
+
+/** Sends one request; succeeds with the response once its headers are in. */
+const send = (
+  request: HttpClientRequest.HttpClientRequest,
+  url: URL,
+  signal: AbortSignal
+): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
+  Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
+    const body = request.body
+    const headers: Record<string, string> = { ...request.headers }
+    // (fetch said `node`; a server that wants one sees who is asking)
+    headers["user-agent"] ??= userAgent
+    const payload = body._tag === "Uint8Array" ? body.body : body._tag === "Raw" ? inMemory(body.body) : undefined
+    const contentType = body._tag === "Empty" || body._tag === "FormData" ? undefined : body.contentType
+    if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
+    if (payload !== undefined)
+      headers["content-length"] = String(typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength)
+    const options = { method: request.method, headers, agent: agentFor(url) }
+    const req = url.protocol === "https:" ? Https.request(url, options) : Http.request(url, options)
+    // The signal is aborted when the caller is interrupted, and also once the response's stream is
+    // done with: a response the server has sent in full keeps its connection for the next request
+    // (not `request(url, { signal })`, which would destroy it); anything else is destroyed.
+    let finished = false
+    let response: Http.IncomingMessage | undefined
+    const onAbort = () => {
+      if (finished) return
+      if (response !== undefined) release(response)
+      else req.destroy(new Error("The request was aborted"))
+    }
+    signal.addEventListener("abort", onAbort, { once: true })
+    const settle = () => {
+      finished = true
+      signal.removeEventListener("abort", onAbort)
+    }
+    let done = false
+    let bodyFiber: Fiber.RuntimeFiber<void> | undefined
+    const fail = (cause: unknown) => {
+      settle()
+      if (done) return
+      done = true
+      resume(Effect.fail(transport(request, cause)))
+    }
+    req.on("error", fail)
+    req.once("response", (res: Http.IncomingMessage) => {
+      if (done) return
+      done = true
+      // errors of the body from here on are the response stream's
+      req.off("error", fail)
+      req.on("error", () => {})
+      response = res
+      res.once("end", settle)
+      resume(Effect.succeed(new Response(request, res)))
+    })
+    switch (body._tag) {
+      case "Empty":
+        req.end()
+        break
+      case "Raw":
+      case "Uint8Array":
+        if (payload !== undefined) req.end(payload)
+        // a Blob, a web stream, URLSearchParams…: as fetch would send it
+        else
+          new globalThis.Response(body.body as ConstructorParameters<typeof globalThis.Response>[0])
+            .arrayBuffer()
+            .then((bytes) => {
+              req.setHeader("content-length", String(bytes.byteLength))
+              req.end(new Uint8Array(bytes))
+            })
+            .catch(fail)
+        break
+      case "Stream":
+        bodyFiber = Effect.runFork(
+          Stream.runForEach(body.stream, (chunk) =>
+            Effect.async<void>((k) => {
+              if (req.write(chunk)) k(Effect.void)
+              else req.once("drain", () => k(Effect.void))
+            })
+          ).pipe(
+            Effect.matchCause({
+              onSuccess: () => {
+                req.end()
+              },
+              onFailure: (cause) => {
+                req.destroy(new Error("request body stream failed", { cause }))
+              }
+            })
+          )
+        )
+        break
+      case "FormData": {
+        const web = new globalThis.Response(body.formData)
+        web.headers.forEach((value, key) => {
+          req.setHeader(key, value)
+        })
+        web
+          .arrayBuffer()
+          .then((bytes) => req.end(new Uint8Array(bytes)))
+          .catch(fail)
+        break
+      }
+    }
+    return Effect.sync(() => {
+      done = true
+      req.destroy()
+      if (bodyFiber !== undefined) Effect.runFork(Fiber.interrupt(bodyFiber))
+    })
+  })
+
+/**
+ * Lets go of a response: one whose bytes have all arrived is read to its end, so its keep-alive
+ * connection goes back to the pool; one still arriving is destroyed with its connection.
+ */
+const release = (res: Http.IncomingMessage): void => {
+  if (res.readableEnded || res.destroyed) return
+  if (res.complete) res.resume()
+  else res.destroy()
+}
+
+class Response extends Inspectable.Class implements HttpClientResponse.HttpClientResponse {
+  readonly [HttpClientResponse.TypeId]: HttpClientResponse.TypeId = HttpClientResponse.TypeId
+  readonly [HttpIncomingMessage.TypeId]: HttpIncomingMessage.TypeId = HttpIncomingMessage.TypeId
+  constructor(
+    readonly request: HttpClientRequest.HttpClientRequest,
+    readonly source: Http.IncomingMessage
+  ) {
+    super()
+  }
+  private readonly onError = (cause: unknown) =>
+    new HttpClientError.ResponseError({ request: this.request, response: this, reason: "Decode", cause })
+  get status(): number {
+    return this.source.statusCode ?? 0
+  }
+  private headersCache: Headers.Headers | undefined
+  get headers(): Headers.Headers {
+    this.headersCache ??= Headers.fromInput(this.source.headers as Record<string, string | ReadonlyArray<string>>)
+    return this.headersCache
+  }
+  get cookies(): Cookies.Cookies {
+    const header = this.source.headers["set-cookie"]
+    return Array.isArray(header) ? Cookies.fromSetCookie(header) : Cookies.empty
+  }
+  get remoteAddress(): Option.Option<string> {
+    return Option.fromNullable(this.source.socket?.remoteAddress)
+  }
+  get stream(): Stream.Stream<Uint8Array, HttpClientError.ResponseError> {
+    return NodeStream.fromReadable(() => this.source, this.onError, { closeOnDone: false }).pipe(
+      Stream.ensuring(Effect.sync(() => release(this.source)))
+    )
+  }
+  private textCache: Effect.Effect<string, HttpClientError.ResponseError> | undefined
+  get text(): Effect.Effect<string, HttpClientError.ResponseError> {
+    this.textCache ??= Effect.runSync(
+      Effect.cached(NodeStream.toString(() => this.source, { onFailure: this.onError }))
+    )
+    return this.textCache
+  }
+  get json(): Effect.Effect<unknown, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.text, (text) =>
+      Effect.try({ try: () => (text === "" ? null : JSON.parse(text)), catch: this.onError })
+    )
+  }
+  get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.text, (text) =>
+      Effect.try({ try: () => UrlParams.fromInput(new URLSearchParams(text)), catch: this.onError })
+    )
+  }
+  get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpClientError.ResponseError> {
+    return Effect.map(
+      NodeStream.toUint8Array(() => this.source, { onFailure: this.onError }),
+      (bytes) => bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer
+    )
+  }
+  get formData(): Effect.Effect<FormData, HttpClientError.ResponseError> {
+    return Effect.flatMap(this.arrayBuffer, (bytes) =>
+      Effect.tryPromise({
+        try: () =>
+          new globalThis.Response(bytes, {
+            status: this.status,
+            headers: this.source.headers as Record<string, string>
+          }).formData(),
+        catch: this.onError
+      })
+    )
+  }
+  toJSON(): unknown {
+    return HttpIncomingMessage.inspect(this, {
+      _id: "@effect/platform/HttpClientResponse",
+      request: this.request.toJSON(),
+      status: this.status
+    })
+  }
+}
+
+/** The client: Node's `http`/`https`, keep-alive, bodies written in one call. */
+export const client: HttpClient.HttpClient = HttpClient.make(send)
+
+/** `HttpClient` layer over {@link client}. */
+export const layer: Layer.Layer<HttpClient.HttpClient> = Layer.succeed(HttpClient.HttpClient, client)
