@@ -26,6 +26,7 @@
  * withDefaultFlags(loaded.persist) // the cache a start with no flags can take
  * ```
  */
+import { PerformanceObserver } from "node:perf_hooks"
 import * as v8 from "node:v8"
 
 /** Semi-space size (each of the two) past which the young generation no longer grows. */
@@ -61,12 +62,12 @@ export const applyHeapPolicy = (
     v8.setFlagsFromString(`--heap-growing-percent=${growth}`)
   }, STARTUP_MS).unref()
   // the young generation grows by doubling after collections where much survived: stop it
-  // once the semi-spaces reach the cap (checked now, then every 50 ms until they do)
+  // once the semi-spaces reach the cap (checked now, then after each collection until they do)
   if (capYoung()) return true
-  const timer = setInterval(() => {
-    if (capYoung()) clearInterval(timer)
-  }, 50)
-  timer.unref()
+  const observer = new PerformanceObserver(() => {
+    if (capYoung()) observer.disconnect()
+  })
+  observer.observe({ entryTypes: ["gc"] })
   return true
 }
 
