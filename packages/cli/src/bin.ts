@@ -18,17 +18,26 @@ async function loadMain(): Promise<{ readonly main: Main }> {
   const { fileURLToPath } = await import("node:url")
   const boot = fileURLToPath(new URL("./boot.cjs", import.meta.url))
   if (existsSync(boot)) {
-    const { cacheDirs, loadScript } = await import("./internal/codeCache.js")
+    const [{ cacheDirs, loadScript }, heap] = await Promise.all([
+      import("./internal/codeCache.js"),
+      import("./internal/heapPolicy.js")
+    ])
     try {
       const env = process.env
-      const loaded = loadScript(boot, { dirs: cacheDirs(boot, env), enabled: env.MUSE_CODE_CACHE !== "0" })
+      const loaded = loadScript(boot, {
+        dirs: cacheDirs(boot, env),
+        enabled: env.MUSE_CODE_CACHE !== "0",
+        // a smaller V8 heap for long sessions, from before the commands load (see heapPolicy.ts)
+        compiled: () => heap.applyHeapPolicy(env)
+      })
       const main = (loaded.exports as { main?: Main }).main
       if (env.MUSE_DEBUG_CODE_CACHE)
         process.stderr.write(`muse: code cache ${loaded.cache} ${loaded.cacheFile ?? ""}\n`)
       if (typeof main === "function") {
         if (loaded.cache !== "hit" && loaded.cache !== "off") {
           // written once the first request is under way, or at exit if the command ends sooner
-          const persist = () => void loaded.persist()
+          // (under V8's default flags: the next start takes no cache made under other flags)
+          const persist = () => void heap.withDefaultFlags(loaded.persist)
           setTimeout(persist, 1000).unref()
           process.once("exit", persist)
         }
@@ -39,6 +48,7 @@ async function loadMain(): Promise<{ readonly main: Main }> {
         process.stderr.write(`muse: boot.cjs did not load (${String(e)}); using the ES modules\n`)
     }
   }
+  ;(await import("./internal/heapPolicy.js")).applyHeapPolicy(process.env)
   return import("./internal/main.js")
 }
 

@@ -49,6 +49,8 @@ export interface LoadOptions {
   readonly dirs: ReadonlyArray<string>
   /** false: compile without a cache and write none */
   readonly enabled?: boolean
+  /** called once the script is compiled (its cache read, or not), before it runs */
+  readonly compiled?: (cache: CacheState) => void
 }
 
 const SUM_MAGIC = "muse-script-sum-1"
@@ -216,6 +218,7 @@ export const loadScript = (file: string, options: LoadOptions): Loaded => {
     ...(cachedData === undefined ? {} : { cachedData })
   })
   if (cachedData !== undefined && script.cachedDataRejected === true) state = "rejected"
+  options.compiled?.(state)
   const module = { exports: {} as unknown }
   const run = script.runInThisContext() as (...args: Array<unknown>) => void
   run.call(module.exports, module.exports, createRequire(file), module, file, path.dirname(file))

@@ -1,0 +1,102 @@
+/**
+ * How the V8 heap of a `muse` process may grow. V8's defaults favour throughput over memory: the
+ * young generation's semi-spaces grow to 16 MiB each (32 MiB resident), and the old generation
+ * may grow up to four times what the last full collection kept before the next one. A session
+ * keeps little (≈ 30 MiB live after 500 tool calls), but each turn leaves garbage the size of its
+ * request behind in the old generation, so its peak memory was mostly garbage waiting for a
+ * collection. This policy, set once the process runs:
+ *
+ * - the next full collection starts when the old generation has grown by half over what the last
+ *   one kept (`--heap-growing-percent=50`; V8's own factor is 1.1 to 4, by its GC speed); while the
+ *   commands load (the first second), by as much again (100%): the heap fills with what stays, and
+ *   a collection then would find little to free;
+ * - the semi-spaces stop growing at 8 MiB each (`--semi-space-growth-factor=1` from then on).
+ *
+ * V8 takes these flags at run time, but they enter its flag hash: a code cache is rejected by a
+ * start whose flags differ from those it was made under. So the policy is applied once the code
+ * cache has been read (the script compiled, before it runs: the first full collection sizes the
+ * heap), and a cache is made under V8's defaults ({@link withDefaultFlags}). `MUSE_HEAP_POLICY=0`,
+ * or a heap flag of Node's own (`--max-semi-space-size`, `--heap-growing-percent`…, in the command
+ * line or `NODE_OPTIONS`), leaves V8's defaults alone.
+ *
+ * @example
+ * ```ts
+ * import { applyHeapPolicy, withDefaultFlags } from "./heapPolicy.js"
+ * const loaded = loadScript(boot, { dirs, compiled: () => applyHeapPolicy(process.env) })
+ * withDefaultFlags(loaded.persist) // the cache a start with no flags can take
+ * ```
+ */
+import { PerformanceObserver } from "node:perf_hooks"
+import * as v8 from "node:v8"
+
+/** Semi-space size (each of the two) past which the young generation no longer grows. */
+export const SEMI_SPACE_CAP = 8 * 1024 * 1024
+/** Growth of the old generation between full collections, in percent of what the last one kept. */
+export const OLD_GROWTH_PERCENT = 50
+/** The same while the commands load (the first {@link STARTUP_MS} after the policy is applied). */
+export const STARTUP_GROWTH_PERCENT = 100
+export const STARTUP_MS = 1000
+
+let growth = STARTUP_GROWTH_PERCENT
+
+/** Flags of Node's (or V8's) that size the heap: the user chose, the policy stays out. */
+const HEAP_FLAG = /semi[-_]space|heap[-_]growing|old[-_]space|young[-_]generation|new[-_]space|optimize[-_]for[-_]size/
+
+let applied = false
+
+/**
+ * Sets the policy (once per process); false when it is off (`MUSE_HEAP_POLICY=0`, or heap flags
+ * given to Node).
+ */
+export const applyHeapPolicy = (
+  env: NodeJS.ProcessEnv,
+  execArgv: ReadonlyArray<string> = process.execArgv
+): boolean => {
+  if (applied) return true
+  if (env.MUSE_HEAP_POLICY === "0") return false
+  if (HEAP_FLAG.test([...execArgv, env.NODE_OPTIONS ?? ""].join(" "))) return false
+  applied = true
+  v8.setFlagsFromString(`--heap-growing-percent=${growth}`)
+  setTimeout(() => {
+    growth = OLD_GROWTH_PERCENT
+    v8.setFlagsFromString(`--heap-growing-percent=${growth}`)
+  }, STARTUP_MS).unref()
+  // the young generation grows by doubling after collections where much survived: stop it
+  // once the semi-spaces reach the cap (checked now, then after each collection until they do)
+  if (capYoung()) return true
+  const observer = new PerformanceObserver(() => {
+    if (capYoung()) observer.disconnect()
+  })
+  observer.observe({ entryTypes: ["gc"] })
+  return true
+}
+
+/** Both semi-spaces, as committed now. */
+export const youngCommitted = (): number =>
+  v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0
+
+let capped = false
+
+const capYoung = (): boolean => {
+  if (youngCommitted() < 2 * SEMI_SPACE_CAP) return false
+  v8.setFlagsFromString("--semi-space-growth-factor=1")
+  capped = true
+  return true
+}
+
+/**
+ * Runs `f` under V8's default heap flags (for a code cache that a start without the policy's flags
+ * takes), then sets the policy's again.
+ */
+export const withDefaultFlags = <A>(f: () => A): A => {
+  if (!applied) return f()
+  const young = capped
+  v8.setFlagsFromString("--heap-growing-percent=0")
+  if (young) v8.setFlagsFromString("--semi-space-growth-factor=2")
+  try {
+    return f()
+  } finally {
+    v8.setFlagsFromString(`--heap-growing-percent=${growth}`)
+    if (young) v8.setFlagsFromString("--semi-space-growth-factor=1")
+  }
+}
