@@ -110,8 +110,7 @@ export const run = async (): Promise<void> => {
     }
     const rows: Array<[string, Measured]> = [
       [`before (${base})`, install(work, "before", [...before.values()])],
-      ["after", install(work, "after", [...after.values(), ...peers])],
-      ["after + @effect/ai-openai", install(work, "openai", [...after.values(), ...peers, "@effect/ai-openai@0.41.0"])]
+      ["after", install(work, "after", [...after.values(), ...peers])]
     ]
     const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`
     const baseline = rows[0]![1].bytes

@@ -23,7 +23,7 @@ const event = (type: string, data: unknown, agent = "main"): Event.Envelope =>
   ({ v: 1, seq: seq++, id: `e${seq}`, at: seq, agent, type, parent: null, data }) as unknown as Event.Envelope
 
 describe("a workspace rebuilt from the log", () => {
-  it("a try again reuses the clone it made, put back to the base commit; a broken one is cloned afresh", async () => {
+  it("each try at a session starts from a fresh clone at the base commit, whatever the last try left", async () => {
     const repo = path.join(root, "origin")
     fs.mkdirSync(repo)
     const g = (cwd: string, ...args: Array<string>) =>
@@ -39,30 +39,24 @@ describe("a workspace rebuilt from the log", () => {
     fs.mkdirSync(work)
     const dir = path.join(work, "s1")
 
-    const first = await Effect.runPromise(checkoutAt(repo, base, dir, work, false))
+    const first = await Effect.runPromise(checkoutAt(repo, base, dir, work))
     expect(first.ok).toBe(true)
     expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("base\n")
-    // what a try left: a changed file, an untracked and an ignored one, a marker in .git (kept only if reused)
+    // what a try left: a changed file, an untracked one, a hook and a config entry inside .git
     fs.writeFileSync(path.join(dir, "a.txt"), "changed\n")
     fs.writeFileSync(path.join(dir, "new.txt"), "x\n")
-    fs.writeFileSync(path.join(dir, ".gitignore"), "*.log\n")
-    fs.writeFileSync(path.join(dir, "out.log"), "x\n")
-    fs.writeFileSync(path.join(dir, ".git", "marker"), "")
-    const again = await Effect.runPromise(checkoutAt(repo, base, dir, work, true))
+    fs.writeFileSync(path.join(dir, ".git", "hooks", "post-checkout"), "#!/bin/sh\n")
+    g(dir, "config", "alias.st", "status")
+    const again = await Effect.runPromise(checkoutAt(repo, base, dir, work))
     expect(again.ok).toBe(true)
-    expect(fs.existsSync(path.join(dir, ".git", "marker"))).toBe(true) // not cloned again
-    expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("base\n")
+    expect(fs.existsSync(path.join(dir, ".git", "hooks", "post-checkout"))).toBe(false)
+    expect(fs.readFileSync(path.join(dir, ".git", "config"), "utf8")).not.toContain("alias")
     expect(fs.readdirSync(dir).sort()).toEqual([".git", "a.txt"])
-    expect(g(dir, "rev-parse", "HEAD")).toBe(base)
-
-    // a clone that cannot be put back (its objects gone) is replaced by a fresh one
-    fs.rmSync(path.join(dir, ".git", "objects"), { recursive: true, force: true })
-    fs.mkdirSync(path.join(dir, ".git", "objects"))
-    const fresh = await Effect.runPromise(checkoutAt(repo, base, dir, work, true))
-    expect(fresh.ok).toBe(true)
-    expect(fs.existsSync(path.join(dir, ".git", "marker"))).toBe(false)
     expect(fs.readFileSync(path.join(dir, "a.txt"), "utf8")).toBe("base\n")
     expect(g(dir, "rev-parse", "HEAD")).toBe(base)
+    const missing = await Effect.runPromise(checkoutAt(path.join(root, "nowhere"), base, dir, work))
+    expect(missing.ok).toBe(false)
+    expect(missing.err).toMatch(/nowhere/)
   })
 
   it("puts back each file as its last change left it; a content the store lacks is named, not fatal", async () => {

@@ -55,17 +55,11 @@ const gitAsync = (args: ReadonlyArray<string>, cwd: string, remote = false) =>
   )
 
 /**
- * `dir` as a clone of `repo` at `base`. A clone left by an earlier try at the same session is put back
- * to `base` (every change and untracked file dropped) rather than cloned again; when that fails, it is
- * cloned afresh. Exported for tests.
+ * `dir` as a fresh clone of `repo` at `base` (each try at a session starts from one: a clone an earlier
+ * try left could hold what that try wrote, inside `.git` too). Exported for tests.
  */
-export const checkoutAt = (repo: string, base: string, dir: string, workDir: string, reuse: boolean) =>
+export const checkoutAt = (repo: string, base: string, dir: string, workDir: string) =>
   Effect.gen(function* () {
-    if (reuse && fs.existsSync(path.join(dir, ".git"))) {
-      const reset = yield* gitAsync(["checkout", "--quiet", "--force", "--detach", base], dir)
-      const clean = reset.ok ? yield* gitAsync(["clean", "-ffdxq"], dir) : reset
-      if (clean.ok) return clean
-    }
     fs.rmSync(dir, { recursive: true, force: true })
     const clone = yield* gitAsync(["clone", "--quiet", "--", repo, dir], workDir, true)
     return clone.ok ? yield* gitAsync(["checkout", "--quiet", "--detach", base], dir) : clone
@@ -249,8 +243,7 @@ export const runner = (options: RunnerOptions): Effect.Effect<never, CliError> =
             Effect.catchTag("SessionNotFound", () => Effect.succeed([] as ReadonlyArray<Event.Envelope>)),
             Effect.orDie
           )
-          // a try again (the log was held) starts from the clone the last try made
-          const checkout = yield* checkoutAt(job.repo, job.base, dir, workDir, attempt > 0)
+          const checkout = yield* checkoutAt(job.repo, job.base, dir, workDir)
           if (!checkout.ok) {
             options.say(`session ${job.session}: cannot clone ${job.repo} at ${job.base}: ${checkout.err}`)
             return { status: "failed", exitCode: ExitCode.Failed }
