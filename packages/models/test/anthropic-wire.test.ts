@@ -532,6 +532,19 @@ describe("anthropic: MuseKit's Messages codec reads streams as @effect/ai-anthro
     }).pipe(Effect.provide(NodeHttpClient.layerUndici))
   )
 
+  it.scopedLive('a whole message with a null block or a stop reason "constructor" reads as data', () =>
+    Effect.gen(function* () {
+      const server = yield* Fake.make
+      const { own } = yield* models(server)
+      server.reply(Fake.json(200, { ...message([null, { type: "text", text: "hi" }]), stop_reason: "constructor" }))
+      const whole = yield* LanguageModel.generateText({ prompt: "go" }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, own)
+      )
+      expect(whole.text).toBe("hi")
+      expect(whole.finishReason).toBe("unknown")
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  )
+
   it.scopedLive("errors read the same: malformed tool arguments, an unsupported file, a 400", () =>
     Effect.gen(function* () {
       const server = yield* Fake.make

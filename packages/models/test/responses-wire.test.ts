@@ -487,6 +487,42 @@ describe("Responses API on MuseKit's own codec", () => {
     )
   }
 
+  it.scopedLive(
+    'a hostile server\'s odd fields (no created_at, an item id "__proto__", a reason "constructor") read as data',
+    () =>
+      Effect.gen(function* () {
+        const { created_at: _, ...noTime } = response("in_progress")
+        const [ours] = yield* bothStreamed(
+          ev([
+            ["response.created", { response: noTime }],
+            [
+              "response.output_item.added",
+              { output_index: 0, item: { id: "__proto__", type: "reasoning", summary: [], encrypted_content: null } }
+            ],
+            [
+              "response.reasoning_summary_part.added",
+              { item_id: "__proto__", output_index: 0, summary_index: 1, part: { type: "summary_text", text: "" } }
+            ],
+            [
+              "response.output_item.done",
+              { output_index: 0, item: { id: "__proto__", type: "reasoning", summary: [], encrypted_content: null } }
+            ],
+            [
+              "response.incomplete",
+              { response: response("incomplete", { usage, incomplete_details: { reason: "constructor" } }) }
+            ]
+          ])
+        )
+        expect(ours._tag).toBe("Right")
+        if (ours._tag !== "Right") return
+        const parts = ours.right as Array<any>
+        const meta = parts.find((p) => p.type === "response-metadata")
+        expect(JSON.stringify(meta.timestamp)).toMatch(/"value":"\d{4}-\d\d-\d\dT/) // the time it was read
+        expect(parts.at(-1)).toMatchObject({ type: "finish", reason: "unknown" })
+        expect(({} as any).summaryParts).toBeUndefined()
+      })
+  )
+
   it.scopedLive("streamed parts with OpenAI's web search: the same as @effect/ai-openai's", () =>
     Effect.gen(function* () {
       const item = { id: "ws_1", type: "web_search_call", status: "completed", action: { type: "search", query: "q" } }

@@ -416,7 +416,7 @@ const finishReasons: Record<string, Response.FinishReason> = {
 }
 
 const finishReason = (reason: unknown, json = false): Response.FinishReason => {
-  const r = typeof reason === "string" ? finishReasons[reason] : undefined
+  const r = typeof reason === "string" && Object.hasOwn(finishReasons, reason) ? finishReasons[reason] : undefined
   if (r === undefined) return "unknown"
   return json && r === "tool-calls" ? "stop" : r
 }
@@ -561,7 +561,8 @@ export const fromMessage = (
     { type: "response-metadata", id: body.id, modelId: body.model, timestamp: new Date().toISOString() }
   ]
   for (const block of body.content as Array<any>) {
-    switch (block?.type) {
+    if (typeof block !== "object" || block === null) continue
+    switch (block.type) {
       case "text":
         if (!json) {
           parts.push({ type: "text", text: block.text })

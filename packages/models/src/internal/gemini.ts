@@ -367,7 +367,7 @@ const finishReasons: Record<string, Response.FinishReason> = {
 export const toFinishReason = (reason: unknown, hasToolCalls: boolean): Response.FinishReason => {
   if (typeof reason !== "string") return hasToolCalls ? "tool-calls" : "unknown"
   if (reason === "STOP" && hasToolCalls) return "tool-calls"
-  return finishReasons[reason] ?? "unknown"
+  return (Object.hasOwn(finishReasons, reason) ? finishReasons[reason] : undefined) ?? "unknown"
 }
 
 const count = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) ? u : undefined)

@@ -85,7 +85,7 @@ const pushItems = (items: Array<unknown>, message: Prompt.Message, enc: InputEnc
     }
     case "assistant": {
       // a reasoning item's summary parts come as several prompt parts with the same item id
-      const reasoning: Record<string, { summary: Array<unknown> }> = {}
+      const reasoning: Record<string, { summary: Array<unknown> }> = Object.create(null)
       for (const part of message.content) {
         switch (part.type) {
           case "text": {
@@ -332,7 +332,10 @@ const finishReasons: Record<string, Response.FinishReason> = {
 
 const finishReason = (reason: unknown, hasToolCalls: boolean): Response.FinishReason => {
   if (reason === null || reason === undefined) return hasToolCalls ? "tool-calls" : "stop"
-  return finishReasons[reason as string] ?? (hasToolCalls ? "tool-calls" : "unknown")
+  return (
+    (typeof reason === "string" && Object.hasOwn(finishReasons, reason) ? finishReasons[reason] : undefined) ??
+    (hasToolCalls ? "tool-calls" : "unknown")
+  )
 }
 
 const finishPart = (response: Record<string, any>, hasToolCalls: boolean): Response.FinishPartEncoded => {
@@ -355,7 +358,11 @@ const metadataPart = (response: Record<string, any>): Response.ResponseMetadataP
   type: "response-metadata",
   id: response.id,
   modelId: response.model,
-  timestamp: new Date(response.created_at * 1000).toISOString()
+  // a server that leaves out `created_at` (or sends it as text) gets the time the part was read
+  timestamp: (typeof response.created_at === "number" && Number.isFinite(response.created_at)
+    ? new Date(response.created_at * 1000)
+    : new Date()
+  ).toISOString()
 })
 
 const parseParams = (
@@ -529,7 +536,7 @@ export class StreamAssembler {
   private readonly reasoning: Record<
     string,
     { readonly summaryParts: Array<number>; readonly encryptedContent: unknown }
-  > = {}
+  > = Object.create(null) // keyed by the server's item ids ("__proto__" too)
   private readonly toolCalls: Record<number, { readonly id: string; readonly name: string }> = {}
   private readonly webSearch: Tool.AnyProviderDefined | undefined
 
