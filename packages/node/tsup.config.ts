@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs"
 import { defineConfig } from "tsup"
+
+const pkg = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as { version: string }
 
 export default defineConfig({
   // one entry per public module (`@musekit/x/Module`), so declarations elsewhere can name its types
@@ -9,5 +12,7 @@ export default defineConfig({
   dts: false,
   clean: true,
   sourcemap: true,
-  target: "node20"
+  target: "node20",
+  // HttpClientNode's default user-agent, `musekit/<version>`
+  define: { __MUSEKIT_NODE_VERSION__: JSON.stringify(pkg.version) }
 })

@@ -155,8 +155,13 @@ describe("consumer", () => {
     const root = path.join(work, "repo-effect")
     fs.mkdirSync(root)
     fs.writeFileSync(path.join(root, "README.md"), "# Demo\nA tiny project.\n")
+    const seen = server.requests.length
     const out = await runApp(["dist/agent.js", root, path.join(work, "state"), `${server.url}/v1`], app)
     const r = JSON.parse(out.trim().split("\n").at(-1)!)
+    // over HttpClientNode, with the app's own user-agent
+    expect(new Set(server.requests.slice(seen).map((q) => q.headers["user-agent"]))).toEqual(
+      new Set(["consumer-effect/1.0"])
+    )
     expect(r.turns).toHaveLength(1)
     expect(r.turns[0]).toMatch(/^The README says: /)
     // the resumed program replays the recorded turn, then answers the new input live
@@ -194,8 +199,14 @@ describe("consumer", () => {
     const root = path.join(work, "repo-promise")
     fs.mkdirSync(root)
     fs.writeFileSync(path.join(root, "README.md"), "# Demo\nA tiny project.\n")
+    const seen = server.requests.length
     const out = await runApp(["dist/promise.js", root, path.join(work, "state"), `${server.url}/v1`], app)
     const r = JSON.parse(out.trim().split("\n").at(-1)!)
+    // createAgent's default client: HttpClientNode, with the version of the installed @musekit/node
+    const { version } = JSON.parse(fs.readFileSync(path.join(app, "node_modules/@musekit/node/package.json"), "utf8"))
+    expect(new Set(server.requests.slice(seen).map((q) => q.headers["user-agent"]))).toEqual(
+      new Set([`musekit/${version}`])
+    )
     expect(r.texts[0]).toMatch(/^The README says: /)
     expect(r.texts[1]).toBe("hello there")
     expect(r.texts[2]).toBe("Once more: fine.")

@@ -12,7 +12,7 @@
 import type { LanguageModel } from "@effect/ai"
 import { Agent, Approvals, Model, Plugin, Session } from "@musekit/core"
 import { ModelInfo, Models } from "@musekit/models"
-import { CodingTools, EventLogFile, ShellParser, WorkspaceNode } from "@musekit/node"
+import { CodingTools, EventLogFile, HttpClientNode, ShellParser, WorkspaceNode } from "@musekit/node"
 import { CompactionPlugin } from "@musekit/plugin-compaction"
 import { Effect, Layer } from "effect"
 
@@ -29,7 +29,13 @@ export interface Options {
 }
 
 export const runAgent = (options: Options) => {
-  const languageModel = options.languageModel ?? Models.layer(options.model, { env: process.env }).pipe(Layer.orDie)
+  // (over Node's http with keep-alive; `Models.layer` would use the runtime's fetch)
+  const languageModel =
+    options.languageModel ??
+    Models.layerWithoutHttpClient(options.model, { env: process.env }).pipe(
+      Layer.provide(HttpClientNode.layer),
+      Layer.orDie
+    )
   const services = Layer.mergeAll(
     Model.layer(options.model).pipe(Layer.provide(languageModel)),
     CodingTools.layer(),

@@ -40,6 +40,7 @@ import {
 import { Cause, Effect, Exit, Fiber, Layer, Option, Queue, Runtime, Schema } from "effect"
 import * as CodingTools from "./CodingTools.js"
 import * as EventLogFile from "./EventLogFile.js"
+import * as HttpClientNode from "./HttpClientNode.js"
 import * as SessionRuntime from "./SessionRuntime.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -164,12 +165,19 @@ export interface AgentOptions {
    * `@musekit/models` (install it, with the provider's client). Recorded with the session.
    */
   readonly model: string
-  /** Base URL, API key and environment for the model (default: `process.env`). */
+  /** Base URL, API key and environment for the model (default: `process.env`), and how it is reached. */
   readonly modelOptions?:
     | {
         readonly baseUrl?: string | undefined
         readonly apiKey?: string | undefined
         readonly env?: Readonly<Record<string, string | undefined>> | undefined
+        /**
+         * `node` (default): `HttpClientNode`, Node's `http`/`https` with keep-alive, less CPU per
+         * call; it follows no redirects and asks for no compression. `fetch`: the runtime's `fetch`.
+         */
+        readonly http?: "node" | "fetch" | undefined
+        /** The `user-agent` of model requests over `node` (default `musekit/<version>`; `false`: none). */
+        readonly userAgent?: string | false | undefined
       }
     | undefined
   /** An @effect/ai `LanguageModel` layer instead of `model`'s provider (`model` is still recorded as the name). */
@@ -262,13 +270,17 @@ export const createAgent = (options: AgentOptions): PromiseAgent => {
     options.languageModel ??
     Layer.unwrapEffect(
       Effect.promise(() => import("@musekit/models")).pipe(
-        Effect.map(({ Models }) =>
-          Models.layer(options.model, {
-            env: options.modelOptions?.env ?? process.env,
-            baseUrl: options.modelOptions?.baseUrl,
-            apiKey: options.modelOptions?.apiKey
-          }).pipe(Layer.orDie)
-        )
+        Effect.map(({ Models }) => {
+          const m = options.modelOptions
+          const modelOptions = { env: m?.env ?? process.env, baseUrl: m?.baseUrl, apiKey: m?.apiKey }
+          return (
+            m?.http === "fetch"
+              ? Models.layer(options.model, modelOptions)
+              : Models.layerWithoutHttpClient(options.model, modelOptions).pipe(
+                  Layer.provide(HttpClientNode.layerWith({ userAgent: m?.userAgent }))
+                )
+          ).pipe(Layer.orDie)
+        })
       )
     )
 

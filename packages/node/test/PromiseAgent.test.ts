@@ -3,6 +3,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Scripted, scriptedModel, type Turn } from "@musekit/core/testing"
 import { afterEach, describe, expect, it } from "vitest"
+import * as Fake from "../../models/test/support/FakeServer.js"
+import * as Wire from "../../models/test/support/wire.js"
 import { createAgent, skill, tool } from "../src/PromiseAgent.js"
 
 const dirs: Array<string> = []
@@ -139,5 +141,35 @@ describe("createAgent (Promise facade)", () => {
   it("resume of a session that does not exist rejects with the reason", async () => {
     const agent = createAgent({ ...options(tmp("root"), tmp("state")), session: "nope" })
     await expect(agent.resume()).rejects.toThrow(/nope/)
+  })
+
+  it("reaches a model server over Node's http client by default, over fetch when asked", async () => {
+    const server = await Fake.listen({ fallback: Fake.sse(Wire.chat.text("Hello from the server."), { gapMs: 0 }) })
+    try {
+      const ask = async (modelOptions: { readonly http?: "node" | "fetch"; readonly userAgent?: string }) => {
+        const agent = createAgent({
+          model: "openai-compatible/fake-model",
+          modelOptions: { baseUrl: `${server.url}/v1`, apiKey: "sk-fake", env: {}, ...modelOptions },
+          dir: tmp("root"),
+          stateDir: tmp("state"),
+          codingTools: false
+        })
+        const reply = await agent.send("Say hello")
+        await agent.close()
+        return reply.text
+      }
+      expect(await ask({})).toBe("Hello from the server.")
+      expect(await ask({ userAgent: "team-agent/2.0" })).toBe("Hello from the server.")
+      expect(await ask({ http: "fetch" })).toBe("Hello from the server.")
+      const { version } = JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+      expect(server.requests.map((r) => [r.url, r.headers["user-agent"]])).toEqual([
+        ["/v1/chat/completions", `musekit/${version}`],
+        ["/v1/chat/completions", "team-agent/2.0"],
+        // (undici's own)
+        ["/v1/chat/completions", "node"]
+      ])
+    } finally {
+      await server.close()
+    }
   })
 })

@@ -4,14 +4,17 @@
  * a session, replays it with verify, resumes it with one more input and verifies again.
  */
 import { Models } from "@musekit/models"
-import { SessionRuntime } from "@musekit/node"
+import { HttpClientNode, SessionRuntime } from "@musekit/node"
 import { Effect, Layer, Option } from "effect"
 import * as Shout from "./plugin.js"
 
 const [root, state, baseUrl] = process.argv.slice(2) as [string, string, string]
 const session = "consumer-effect"
 const model = "openai-compatible/fake-model"
-const languageModel = Models.layer(model, { baseUrl, apiKey: "sk-fake", env: {} }).pipe(Layer.orDie)
+const languageModel = Models.layerWithoutHttpClient(model, { baseUrl, apiKey: "sk-fake", env: {} }).pipe(
+  Layer.provide(HttpClientNode.layerWith({ userAgent: "consumer-effect/1.0" })),
+  Layer.orDie
+)
 const plugins = [Shout.make()]
 
 const io = (inputs: Array<string>): SessionRuntime.Io => ({

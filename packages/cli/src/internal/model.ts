@@ -4,12 +4,13 @@
  */
 import type { LanguageModel } from "@effect/ai"
 import type { HttpPolicy } from "@musekit/models"
+import { HttpClientNode } from "@musekit/node"
 import { Effect, Either, Layer } from "effect"
 import * as Config from "./config.js"
 import { CliError, ExitCode } from "./exit.js"
-import * as NodeHttp from "./httpClient.js"
 import * as ModelInfo from "./modelInfo.js"
 import * as Scripted from "./scripted.js"
+import { version } from "./version.js"
 
 /** The model used when none is configured, by the API key that is set. */
 export const defaults: ReadonlyArray<{ readonly variable: string; readonly spec: string }> = [
@@ -98,7 +99,7 @@ export const languageModel = (
       env: options.env,
       ...cacheKey,
       ...(onRetry ? { onRetry: (retry: Retry) => Effect.sync(() => onRetry(retry)) } : {})
-    }).pipe(Layer.provide(NodeHttp.layer), Layer.orDie)
+    }).pipe(Layer.provide(HttpClientNode.layerWith({ userAgent: `muse/${version()}` })), Layer.orDie)
   })
 
 /** A model's context window and where it came from (shown to the user, recorded with the session). */

@@ -15,6 +15,7 @@
  * ```
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { createServer as createTlsServer } from "node:https"
 import type { AddressInfo } from "node:net"
 import { Effect, type Scope } from "effect"
 
@@ -55,6 +56,8 @@ export interface ListenOptions {
   readonly fallback?: Handler | undefined
   /** Keep only requests for which this is true in `requests` (default: all). */
   readonly record?: ((recorded: Recorded) => boolean) | undefined
+  /** Serve HTTPS with this key and certificate (PEM); the url is then `https://127.0.0.1:<port>`. */
+  readonly tls?: { readonly key: string; readonly cert: string } | undefined
 }
 
 const noHandler: Handler = (_req, res) => {
@@ -67,7 +70,7 @@ export const listen = (options: ListenOptions = {}): Promise<Listening> =>
   new Promise((resolve) => {
     const queue: Array<Handler> = []
     const requests: Array<Recorded> = []
-    const server = createServer((req, res) => {
+    const onRequest = (req: IncomingMessage, res: ServerResponse) => {
       const receivedAt = performance.now()
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
@@ -100,11 +103,12 @@ export const listen = (options: ListenOptions = {}): Promise<Listening> =>
         const handler = queue.shift() ?? options.fallback ?? noHandler
         void handler(req, res, recorded)
       })
-    })
+    }
+    const server = options.tls ? createTlsServer({ ...options.tls }, onRequest) : createServer(onRequest)
     server.listen(0, "127.0.0.1", () => {
       const { port } = server.address() as AddressInfo
       resolve({
-        url: `http://127.0.0.1:${port}`,
+        url: `${options.tls ? "https" : "http"}://127.0.0.1:${port}`,
         requests,
         reply: (...hs) => queue.push(...hs),
         close: () =>

@@ -1,41 +1,53 @@
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as Https from "node:https"
+import * as os from "node:os"
+import * as path from "node:path"
 import { HttpBody, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Chunk, Effect, Either, Fiber, Stream } from "effect"
+import { Chunk, Effect, Either, Fiber, type Layer, Stream } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Fake from "../../models/test/support/FakeServer.js"
-import * as NodeHttp from "../src/internal/httpClient.js"
+import * as HttpClientNode from "../src/HttpClientNode.js"
 
-// The node:http client muse talks to model servers with, against a real local server: bodies arrive
-// whole with their length, connections are kept for the next request once a response is read, and a
-// request or stream given up on is closed.
+// The node:http client for model servers, against a real local server: bodies arrive whole with
+// their length, connections are kept for the next request once a response is read, and a request
+// or stream given up on is closed.
 
 const servers: Array<Fake.Listening> = []
 afterAll(() => Promise.all(servers.map((s) => s.close())))
 
 /** A server that records the client port of every request and answers with `handler`. */
-const serve = async (handler: Fake.Handler) => {
+const serve = async (handler: Fake.Handler, tls?: Fake.ListenOptions["tls"]) => {
   const ports: Array<number | undefined> = []
   const closed: Array<number | undefined> = []
+  const watched = new WeakSet<object>()
   const server = await Fake.listen({
     fallback: (req, res, recorded) => {
       const port = req.socket.remotePort
       ports.push(port)
-      req.socket.once("close", () => closed.push(port))
+      if (!watched.has(req.socket)) {
+        watched.add(req.socket)
+        req.socket.once("close", () => closed.push(port))
+      }
       return handler(req, res, recorded)
-    }
+    },
+    tls
   })
   servers.push(server)
   return { server, ports, closed }
 }
 
-const run = <A, E>(effect: Effect.Effect<A, E, HttpClient.HttpClient>) =>
-  Effect.runPromise(Effect.provide(effect, NodeHttp.layer))
+const run = <A, E>(
+  effect: Effect.Effect<A, E, HttpClient.HttpClient>,
+  layer: Layer.Layer<HttpClient.HttpClient> = HttpClientNode.layer
+) => Effect.runPromise(Effect.provide(effect, layer))
 
 const post = (url: string, text: string) =>
   HttpClientRequest.post(url, { body: HttpBody.raw(text, { contentType: "application/json" }) })
 
 const events = [{ data: { n: 1 } }, { data: { n: 2 } }, { data: "[DONE]" }]
 
-describe("node:http client", () => {
+describe("HttpClientNode", () => {
   it("sends a text body in full with its byte length and content type", async () => {
     const { server } = await serve(Fake.json(200, { ok: true }))
     const text = JSON.stringify({ say: "héllo ✓ ".repeat(5000) })
@@ -46,7 +58,9 @@ describe("node:http client", () => {
     expect(got.headers["content-length"]).toBe(String(Buffer.byteLength(text)))
     expect(got.headers["content-type"]).toBe("application/json")
     expect(got.method).toBe("POST")
-    expect(got.headers["user-agent"]).toMatch(/^muse\/\d+\.\d+\.\d+/)
+    const { version } = JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+    expect(got.headers["user-agent"]).toBe(`musekit/${version}`)
+    expect(got.headers["accept-encoding"]).toBeUndefined()
   })
 
   it("sends bytes, a Blob and a stream of chunks as they are", async () => {
@@ -138,5 +152,85 @@ describe("node:http client", () => {
       )
     )
     expect(r).toEqual({ status: 429, retry: "3", body: { error: { message: "slow down" } } })
+  })
+
+  it("sends the user-agent it is given, none when told so, and a request's own always", async () => {
+    const { server } = await serve(Fake.json(200, {}))
+    const call = (layer: Layer.Layer<HttpClient.HttpClient>, request = post(`${server.url}/u`, "{}")) =>
+      run(
+        Effect.flatMap(HttpClient.execute(request), (r) => r.text),
+        layer
+      )
+    await call(HttpClientNode.layerWith({ userAgent: "my-agent/1.2" }))
+    await call(HttpClientNode.layerWith({ userAgent: false }))
+    await call(
+      HttpClientNode.layerWith({ userAgent: "my-agent/1.2" }),
+      post(`${server.url}/u`, "{}").pipe(HttpClientRequest.setHeader("user-agent", "per-request/3"))
+    )
+    expect(server.requests.map((r) => r.headers["user-agent"])).toEqual(["my-agent/1.2", undefined, "per-request/3"])
+  })
+
+  it("reads a body in full and keeps the connection; one given up on while arriving is closed", async () => {
+    const { server, ports, closed } = await serve(Fake.sse(events, { gapMs: 100 }))
+    const text = await run(
+      Effect.scoped(Effect.flatMap(HttpClient.execute(post(`${server.url}/v1/t`, "{}")), (r) => r.text))
+    )
+    expect(text).toBe(events.map(Fake.frame).join(""))
+    await new Promise((r) => setTimeout(r, 20))
+    expect(closed).toEqual([])
+    // the second read gives up after 50 ms, while the server is still sending (no scope closes
+    // the request here: giving up on the body is what closes it)
+    const given = await run(
+      Effect.flatMap(HttpClient.execute(post(`${server.url}/v1/t`, "{}")), (r) =>
+        Effect.timeoutOption(r.text, "50 millis")
+      )
+    )
+    expect(given._tag).toBe("None")
+    await new Promise((r) => setTimeout(r, 100))
+    expect(ports).toHaveLength(2)
+    expect(ports[1]).toBe(ports[0])
+    expect(closed).toEqual([ports[0]])
+  })
+
+  it("talks HTTPS, keeping one connection, with the certificate authority given in its agents", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "musekit-tls-"))
+    try {
+      execFileSync(
+        "openssl",
+        [
+          ...["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"],
+          ...["-keyout", path.join(dir, "key.pem"), "-out", path.join(dir, "cert.pem")],
+          ...["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+        ],
+        { stdio: "ignore" }
+      )
+    } catch {
+      throw new Error("this test needs openssl on PATH to make a self-signed certificate")
+    }
+    const key = fs.readFileSync(path.join(dir, "key.pem"), "utf8")
+    const cert = fs.readFileSync(path.join(dir, "cert.pem"), "utf8")
+    fs.rmSync(dir, { recursive: true, force: true })
+    const { server, ports } = await serve(Fake.sse(events, { gapMs: 0 }), { key, cert })
+    expect(server.url.startsWith("https://")).toBe(true)
+    const text = '{"say":"' + "✓".repeat(40_000) + '"}'
+    const read = Effect.scoped(
+      Effect.flatMap(HttpClient.execute(post(`${server.url}/v1/s`, text)), (r) =>
+        r.stream.pipe(Stream.decodeText(), Stream.mkString)
+      )
+    )
+    const agent = new Https.Agent({ keepAlive: true, ca: cert })
+    const trusted = HttpClientNode.layerWith({ agents: { https: agent } })
+    const got = await run(Effect.all([read, Effect.zipRight(Effect.sleep("20 millis"), read)]), trusted)
+    agent.destroy()
+    expect(got).toEqual([events.map(Fake.frame).join(""), events.map(Fake.frame).join("")])
+    expect(server.requests.map((r) => r.raw)).toEqual([text, text])
+    expect(new Set(ports).size).toBe(1)
+    // the process's own pool does not trust a self-signed certificate: a transport error
+    const refused = await run(Effect.either(HttpClient.execute(post(`${server.url}/v1/s`, "{}"))))
+    const error = Either.isLeft(refused) ? refused.left : undefined
+    expect(error?._tag).toBe("RequestError")
+    expect((error as { reason?: string }).reason).toBe("Transport")
+    expect((error as { cause?: { code?: string } }).cause?.code).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/)
+    expect(server.requests).toHaveLength(2)
   })
 })

@@ -1,25 +1,33 @@
 /**
- * The `HttpClient` `muse` talks to model servers with: Node's own `http`/`https` over keep-alive
- * connections, instead of the runtime's `fetch`.
+ * An `HttpClient` on Node's own `http`/`https` with keep-alive connections, for talking to model
+ * servers with less CPU than the runtime's `fetch`.
  *
  * `fetch` (undici) puts every request body through a web `ReadableStream` (a text body is encoded
  * to bytes chunk by chunk, then written piece by piece) and every response through another one; for
  * a 100 KB request and a small streamed answer that is most of a turn's HTTP cost. Here a text or
  * byte body is written in one call (`request.end(body)`, with its `content-length`) and the response
- * is read as a Node stream. What `fetch` did that this does not: follow redirects and decompress
- * (it asks for no compression, so servers send none). Interrupting the caller aborts the request,
- * as with any `HttpClient.make` client.
+ * is read as a Node stream. A response read to its end gives its connection back to the pool; one
+ * given up on while the server is still sending is closed with its connection. Interrupting the
+ * caller aborts the request.
+ *
+ * Unlike `fetch`: redirects are not followed (a 3xx is returned as it is), nothing is decompressed
+ * (no `accept-encoding` is sent, so servers send none), and requests that set no `user-agent` carry
+ * `musekit/<version>` (`userAgent` changes or drops it). Proxy variables (`HTTPS_PROXY`, …) are not
+ * read, as Node 20's `fetch` does not read them either; pass `agents` for a proxy or a private CA.
  *
  * @example
  * ```ts
  * import { Models } from "@musekit/models"
+ * import { HttpClientNode } from "@musekit/node"
  * import { Layer } from "effect"
- * import * as NodeHttp from "./httpClient.js"
  *
- * const model = Models.layerWithoutHttpClient("openai/gpt-4.1").pipe(Layer.provide(NodeHttp.layer))
+ * const model = Models.layerWithoutHttpClient("openai/gpt-4.1", { env: process.env }).pipe(
+ *   Layer.provide(HttpClientNode.layer)
+ * )
+ * // your own user-agent: Layer.provide(HttpClientNode.layerWith({ userAgent: "my-agent/1.2" }))
  * ```
  */
-
+import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import {
@@ -32,20 +40,54 @@ import {
   HttpIncomingMessage,
   UrlParams
 } from "@effect/platform"
-import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Effect, Fiber, Inspectable, Layer, Option, Stream } from "effect"
-import { version } from "./version.js"
+import { readAll, toStream } from "./internal/readableBody.js"
 
-// one keep-alive pool per scheme, for the process (idle sockets do not hold the process open)
-let agents: { http: Http.Agent; https: Https.Agent } | undefined
-const agentFor = (url: URL): Http.Agent => {
-  agents ??= { http: new Http.Agent({ keepAlive: true }), https: new Https.Agent({ keepAlive: true }) }
-  return url.protocol === "https:" ? agents.https : agents.http
+export interface Options {
+  /**
+   * The `user-agent` of a request that sets none: `musekit/<version>` by default; `false` sends
+   * none. A request's own `user-agent` header always wins.
+   */
+  readonly userAgent?: string | false | undefined
+  /**
+   * The connection pools, per scheme (default: one keep-alive `Agent` per scheme, shared by the
+   * process; idle connections do not keep the process alive). Pass your own for a proxy, a
+   * private certificate authority or client certificates; keep `keepAlive: true` to reuse
+   * connections.
+   */
+  readonly agents?: { readonly http?: Http.Agent | undefined; readonly https?: Https.Agent | undefined } | undefined
 }
 
-const userAgent = `muse/${version()}`
+let sharedAgents: { http: Http.Agent; https: Https.Agent } | undefined
+const shared = () => {
+  // (Node 24 reads proxy variables for its own agents when NODE_USE_ENV_PROXY=1, as its fetch
+  // does then; older Node ignores `proxyEnv`)
+  const proxy = process.env.NODE_USE_ENV_PROXY === "1" ? { proxyEnv: process.env } : {}
+  sharedAgents ??= {
+    http: new Http.Agent({ keepAlive: true, ...proxy }),
+    https: new Https.Agent({ keepAlive: true, ...proxy })
+  }
+  return sharedAgents
+}
 
-/** A body already in memory as text or bytes (sent as it is), else `undefined`. */
+declare const __MUSEKIT_NODE_VERSION__: string | undefined
+
+let defaultUserAgent: string | undefined
+/** `musekit/<version of @musekit/node>` (inlined by the build; read from package.json from source). */
+const musekitUserAgent = (): string => {
+  if (defaultUserAgent !== undefined) return defaultUserAgent
+  let version = typeof __MUSEKIT_NODE_VERSION__ === "string" ? __MUSEKIT_NODE_VERSION__ : undefined
+  if (version === undefined) {
+    try {
+      version = JSON.parse(Fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
+    } catch {
+      // (bundled elsewhere without the define: no version to tell)
+    }
+  }
+  defaultUserAgent = version === undefined ? "musekit" : `musekit/${version}`
+  return defaultUserAgent
+}
+
 const inMemory = (raw: unknown): string | Uint8Array | undefined =>
   typeof raw === "string"
     ? raw
@@ -66,19 +108,21 @@ const transport = (request: HttpClientRequest.HttpClientRequest, cause: unknown)
 const send = (
   request: HttpClientRequest.HttpClientRequest,
   url: URL,
-  signal: AbortSignal
+  signal: AbortSignal,
+  userAgent: string | undefined,
+  agent: Http.Agent
 ): Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> =>
   Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>((resume) => {
     const body = request.body
     const headers: Record<string, string> = { ...request.headers }
     // (fetch said `node`; a server that wants one sees who is asking)
-    headers["user-agent"] ??= userAgent
+    if (userAgent !== undefined) headers["user-agent"] ??= userAgent
     const payload = body._tag === "Uint8Array" ? body.body : body._tag === "Raw" ? inMemory(body.body) : undefined
     const contentType = body._tag === "Empty" || body._tag === "FormData" ? undefined : body.contentType
     if (headers["content-type"] === undefined && contentType !== undefined) headers["content-type"] = contentType
     if (payload !== undefined)
       headers["content-length"] = String(typeof payload === "string" ? Buffer.byteLength(payload) : payload.byteLength)
-    const options = { method: request.method, headers, agent: agentFor(url) }
+    const options = { method: request.method, headers, agent }
     const req = url.protocol === "https:" ? Https.request(url, options) : Http.request(url, options)
     // The signal is aborted when the caller is interrupted, and also once the response's stream is
     // done with: a response the server has sent in full keeps its connection for the next request
@@ -206,16 +250,15 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
     return Option.fromNullable(this.source.socket?.remoteAddress)
   }
   get stream(): Stream.Stream<Uint8Array, HttpClientError.ResponseError> {
-    return NodeStream.fromReadable(() => this.source, this.onError, { closeOnDone: false }).pipe(
-      Stream.ensuring(Effect.sync(() => release(this.source)))
-    )
+    return toStream(this.source, this.onError).pipe(Stream.ensuring(Effect.sync(() => release(this.source))))
   }
-  private textCache: Effect.Effect<string, HttpClientError.ResponseError> | undefined
+  private bytesCache: Effect.Effect<Buffer, HttpClientError.ResponseError> | undefined
+  private get bytes(): Effect.Effect<Buffer, HttpClientError.ResponseError> {
+    this.bytesCache ??= Effect.runSync(Effect.cached(readAll(this.source, this.onError, () => release(this.source))))
+    return this.bytesCache
+  }
   get text(): Effect.Effect<string, HttpClientError.ResponseError> {
-    this.textCache ??= Effect.runSync(
-      Effect.cached(NodeStream.toString(() => this.source, { onFailure: this.onError }))
-    )
-    return this.textCache
+    return Effect.map(this.bytes, (bytes) => bytes.toString("utf8"))
   }
   get json(): Effect.Effect<unknown, HttpClientError.ResponseError> {
     return Effect.flatMap(this.text, (text) =>
@@ -229,7 +272,7 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
   }
   get arrayBuffer(): Effect.Effect<ArrayBuffer, HttpClientError.ResponseError> {
     return Effect.map(
-      NodeStream.toUint8Array(() => this.source, { onFailure: this.onError }),
+      this.bytes,
       (bytes) => bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer
     )
   }
@@ -254,8 +297,28 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
   }
 }
 
-/** The client: Node's `http`/`https`, keep-alive, bodies written in one call. */
-export const client: HttpClient.HttpClient = HttpClient.make(send)
+/** A client with its own `user-agent` or connection pools; see {@link Options}. */
+export const make = (options: Options = {}): HttpClient.HttpClient => {
+  const http = options.agents?.http
+  const https = options.agents?.https
+  const fixed = options.userAgent
+  return HttpClient.make((request, url, signal) =>
+    send(
+      request,
+      url,
+      signal,
+      fixed === false ? undefined : (fixed ?? musekitUserAgent()),
+      url.protocol === "https:" ? (https ?? shared().https) : (http ?? shared().http)
+    )
+  )
+}
+
+/** The client with the defaults: `user-agent: musekit/<version>`, the process's keep-alive pools. */
+export const client: HttpClient.HttpClient = make()
 
 /** `HttpClient` layer over {@link client}. */
 export const layer: Layer.Layer<HttpClient.HttpClient> = Layer.succeed(HttpClient.HttpClient, client)
+
+/** `HttpClient` layer over `make(options)`. */
+export const layerWith = (options: Options): Layer.Layer<HttpClient.HttpClient> =>
+  Layer.succeed(HttpClient.HttpClient, make(options))
