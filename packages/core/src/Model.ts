@@ -18,7 +18,7 @@
  * ```
  */
 import { IdGenerator, LanguageModel, Prompt, type Response, type Toolkit } from "@effect/ai"
-import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { type Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as Recorder from "./Recorder.js"
 import * as Tools from "./Tools.js"
@@ -255,11 +255,22 @@ const toProviderPrompt = (
   system: string,
   messages: ReadonlyArray<Prompt.MessageEncoded>,
   getBlob: (hash: string) => Effect.Effect<Uint8Array, unknown>,
-  messageOf: (m: Prompt.MessageEncoded) => Prompt.Message
+  cache: {
+    readonly system: (system: string) => Prompt.Message
+    readonly decoded: WeakMap<object, Prompt.Message>
+    readonly messageOf: (m: Prompt.MessageEncoded) => Prompt.Message
+  }
 ): Effect.Effect<Prompt.Prompt> =>
   Effect.gen(function* () {
-    const out: Array<Prompt.Message> = [messageOf({ role: "system", content: system, options: ephemeral })]
+    const { decoded, messageOf } = cache
+    const out: Array<Prompt.Message> = [cache.system(system)]
     for (const m of messages) {
+      // a message decoded before has no blob to read (those are decoded anew each time)
+      const known = decoded.get(m)
+      if (known !== undefined) {
+        out.push(known)
+        continue
+      }
       const hasBlob =
         m.role === "user" &&
         Array.isArray(m.content) &&
@@ -361,6 +372,19 @@ export const make = (
       }
       return d
     }
+    // the system message, decoded once per system prompt (not once per request: the same decoded
+    // object each time also lets the provider's codec encode it once)
+    const systemMessages = new Map<string, Prompt.Message>()
+    const systemMessage = (system: string) => {
+      let m = systemMessages.get(system)
+      if (m === undefined) {
+        m = decodeMessage({ role: "system", content: system, options: ephemeral })
+        if (systemMessages.size > 64) systemMessages.clear()
+        systemMessages.set(system, m)
+      }
+      return m
+    }
+    const promptCache = { system: systemMessage, decoded, messageOf }
     const toolkits = new Map<string, Toolkit.WithHandler<any>>()
     const toolkitFor = (defs: ReadonlyArray<Tools.Definition>) => {
       const key = defs.map((d) => d.name).join(",")
@@ -378,7 +402,7 @@ export const make = (
     type Outcome = Reply | { readonly error: string; readonly malformed: boolean }
     const call = (request: Request, options: GenerateOptions): Effect.Effect<Outcome> =>
       Effect.gen(function* () {
-        const prompt = yield* toProviderPrompt(request.system, request.messages, rec.getBlob, messageOf)
+        const prompt = yield* toProviderPrompt(request.system, request.messages, rec.getBlob, promptCache)
         let text = ""
         const toolCalls: Array<ToolCall> = []
         let finishReason = "unknown"
@@ -389,23 +413,34 @@ export const make = (
           toolChoice: request.toolChoice ?? "auto",
           disableToolCallResolution: true
         }) as Stream.Stream<Response.StreamPart<any>, unknown>
-        yield* Stream.runForEach(stream, (part: Response.StreamPart<any>) => {
-          switch (part.type) {
-            case "text-delta":
-              text += part.delta
-              return options.onDelta ? options.onDelta(part.delta) : Effect.void
-            case "tool-call":
-              toolCalls.push({ id: part.id, name: part.name, params: part.params })
-              return Effect.void
-            case "finish":
-              finishReason = part.reason
-              usage = toUsage(part.usage)
-              return Effect.void
-            case "error":
-              return Effect.fail(new ModelError({ model: name, message: errorMessage(part.error) }))
-            default:
-              return Effect.void
+        const onDelta = options.onDelta
+        // a chunk of parts at a time: one runtime step per chunk, not one per part
+        yield* Stream.runForEachChunk(stream, (parts: Chunk.Chunk<Response.StreamPart<any>>) => {
+          let deltas: Array<Effect.Effect<void>> | undefined
+          for (const part of parts) {
+            switch (part.type) {
+              case "text-delta":
+                text += part.delta
+                if (onDelta) (deltas ??= []).push(onDelta(part.delta))
+                break
+              case "tool-call":
+                toolCalls.push({ id: part.id, name: part.name, params: part.params })
+                break
+              case "finish":
+                finishReason = part.reason
+                usage = toUsage(part.usage)
+                break
+              case "error": {
+                const failed = Effect.fail(new ModelError({ model: name, message: errorMessage(part.error) }))
+                return deltas === undefined ? failed : Effect.zipRight(Effect.all(deltas, { discard: true }), failed)
+              }
+            }
           }
+          return deltas === undefined
+            ? Effect.void
+            : deltas.length === 1
+              ? deltas[0]!
+              : Effect.all(deltas, { discard: true })
         })
         return { text, toolCalls, finishReason, usage } satisfies Reply
       }).pipe(

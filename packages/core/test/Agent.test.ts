@@ -147,6 +147,24 @@ describe("Agent loop", () => {
     })
   )
 
+  it.effect("text streamed before an error part reaches the caller, and the error is the model's failure", () =>
+    Effect.gen(function* () {
+      const deltas: Array<string> = []
+      const sm = scriptedModel([
+        [{ type: "text", text: "half a reply" }, { type: "error", error: "overloaded" } as any],
+        Scripted.text("ok")
+      ])
+      const p = Effect.gen(function* () {
+        const agent = yield* Agent.make({ name: "main", instructions: "x" })
+        return yield* agent.send("hi", { onText: (d) => Effect.sync(() => deltas.push(d)) })
+      }).pipe(Effect.provide(layerAgentServices({ languageModel: sm.layer })))
+      const { events } = yield* runLive(p)
+      expect(deltas.slice(0, 3)).toEqual(["half ", "a ", "reply"])
+      const failed = events.find((e) => e.type === "model.failed")
+      expect(failed?.data).toMatchObject({ malformed: false, error: expect.stringContaining("overloaded") })
+    })
+  )
+
   it.effect("a reply calling an unknown tool is recorded as malformed and the model is asked again", () =>
     Effect.gen(function* () {
       const sm = scriptedModel([

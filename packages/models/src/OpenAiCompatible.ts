@@ -27,7 +27,7 @@
 import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
 import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
-import { fromCompletion, messagesJson, requestJson, StreamAssembler, toolFields } from "./internal/chatCompletions.js"
+import { fromCompletion, messagesParts, requestJson, StreamAssembler, toolFields } from "./internal/chatCompletions.js"
 import { mapHttpErrors, sseEvents } from "./internal/http.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
@@ -87,7 +87,7 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
       Effect.map(Effect.serviceOption(Config), (override) =>
         requestJson(
           { model: options.model, ...options.config, ...(override._tag === "Some" ? override.value : {}) },
-          messagesJson(providerOptions.prompt),
+          messagesParts(providerOptions.prompt),
           {
             ...toolFields(providerOptions),
             // (`stream` last: `HttpPolicy.isStreamingRequest` sees it there without reading the body)

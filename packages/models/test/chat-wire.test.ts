@@ -1,6 +1,7 @@
 import { Prompt } from "@effect/ai"
 import { describe, expect, it } from "vitest"
-import { messagesJson, requestJson, toMessages } from "../src/internal/chatCompletions.js"
+import { messagesJson, messagesParts, requestJson, toMessages } from "../src/internal/chatCompletions.js"
+import { joinBetween } from "../src/internal/joinJson.js"
 
 // The request body is assembled from each message's wire JSON, kept between requests: it must be
 // byte for byte what JSON.stringify of the whole request gives.
@@ -80,8 +81,27 @@ describe("Chat Completions wire JSON", () => {
       ],
       [{ model: "m", messages: "overridden" }, { tool_choice: "none" }]
     ]
+    const one = Prompt.fromMessages([history.content[0]!])
     for (const [head, tail] of cases) {
       expect(requestJson(head, messages, tail)).toBe(JSON.stringify({ ...head, messages: parsed, ...tail }))
+      // the same bytes from the messages' parts, for a history of many, one and no messages
+      expect(requestJson(head, messagesParts(history), tail)).toBe(
+        JSON.stringify({ ...head, messages: parsed, ...tail })
+      )
+      expect(requestJson(head, messagesParts(one), tail)).toBe(
+        JSON.stringify({ ...head, messages: toMessages(one), ...tail })
+      )
+      expect(requestJson(head, messagesParts(Prompt.empty), tail)).toBe(
+        JSON.stringify({ ...head, messages: [], ...tail })
+      )
     }
+  })
+
+  it("joinBetween puts the prefix and suffix around the parts, joined with commas", () => {
+    expect(joinBetween("[", [], "]")).toBe("[]")
+    expect(joinBetween("[", ["1"], "]")).toBe("[1]")
+    expect(joinBetween("[", ["1", "2"], "]")).toBe("[1,2]")
+    expect(joinBetween('{"a":[', ["1", "2", "3"], "]}")).toBe('{"a":[1,2,3]}')
+    expect(joinBetween("", ["", ""], "")).toBe(",")
   })
 })

@@ -14,6 +14,7 @@
  */
 import { AiError, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Encoding } from "effect"
+import { joinBetween } from "./joinJson.js"
 
 const module = "AnthropicLanguageModel"
 
@@ -190,10 +191,14 @@ const encodeMessage = (message: Prompt.Message): Encoded => {
   return encoded
 }
 
-/** The `system` (JSON text, or undefined) and `messages` (JSON text) of a prompt, and whether a PDF is in it. */
+/**
+ * The `system` (JSON text, or undefined) and `messages` of a prompt, and whether a PDF is in it.
+ * `messages` is the array's JSON text in pieces, to be joined with `,` between them (and put in
+ * brackets): each message block is copied once, into the request's text, not once per message too.
+ */
 export const messagesJson = (
   prompt: Prompt.Prompt
-): { readonly system: string | undefined; readonly messages: string; readonly pdf: boolean } => {
+): { readonly system: string | undefined; readonly messages: Array<string>; readonly pdf: boolean } => {
   const content = prompt.content
   const n = content.length
   let system: string | undefined
@@ -216,10 +221,20 @@ export const messagesJson = (
       if (encoded.json !== "") blocks.push(encoded.json)
     }
     if (kind === "system") system = `[${blocks.join(",")}]`
-    else messages.push(`{"role":"${kind}","content":[${blocks.join(",")}]}`)
+    else {
+      const open = `{"role":"${kind}","content":[`
+      const k = blocks.length
+      if (k === 0) messages.push(`${open}]}`)
+      else if (k === 1) messages.push(open + blocks[0]! + "]}")
+      else {
+        messages.push(open + blocks[0]!)
+        for (let b = 1; b < k - 1; b++) messages.push(blocks[b]!)
+        messages.push(blocks[k - 1]! + "]}")
+      }
+    }
     i = end
   }
-  return { system, messages: `[${messages.join(",")}]`, pdf }
+  return { system, messages, pdf }
 }
 
 interface WireTool {
@@ -371,7 +386,7 @@ export const requestBody = (
     json = JSON.stringify({
       ...head,
       system: system === undefined ? undefined : JSON.parse(system),
-      messages: JSON.parse(messages),
+      messages: JSON.parse(`[${messages.join(",")}]`),
       tools: tools === undefined ? undefined : JSON.parse(tools),
       tool_choice: toolChoice,
       ...(stream ? { stream: true } : {})
@@ -379,13 +394,11 @@ export const requestBody = (
   } else {
     const h = JSON.stringify(head)
     const choice = toolChoice === undefined ? undefined : JSON.stringify(toolChoice)
-    json =
-      h.slice(0, -1) +
-      (system !== undefined ? `,"system":${system}` : "") +
-      `,"messages":${messages}` +
-      (tools !== undefined ? `,"tools":${tools}` : "") +
-      (choice !== undefined ? `,"tool_choice":${choice}` : "") +
-      (stream ? `,"stream":true}` : "}")
+    json = joinBetween(
+      `${h.slice(0, -1)}${system !== undefined ? `,"system":${system}` : ""},"messages":[`,
+      messages,
+      `]${tools !== undefined ? `,"tools":${tools}` : ""}${choice !== undefined ? `,"tool_choice":${choice}` : ""}${stream ? `,"stream":true}` : "}"}`
+    )
   }
   return { json, beta: betas.size > 0 ? [...betas].join(",") : undefined }
 }

@@ -1,5 +1,6 @@
 import { AiError, IdGenerator, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Effect, Encoding } from "effect"
+import { joinBetween } from "./joinJson.js"
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (the subset of the Chat Completions format this adapter reads and writes)
@@ -117,8 +118,8 @@ export const toMessages = (prompt: Prompt.Prompt): Array<ChatMessage> => {
  */
 const wireJson = new WeakMap<Prompt.Message, string>()
 
-/** `JSON.stringify(toMessages(prompt))`, encoding only the messages not seen before. */
-export const messagesJson = (prompt: Prompt.Prompt): string => {
+/** Each message's wire JSON (the messages' JSON texts, without the array's brackets), encoded once. */
+export const messagesParts = (prompt: Prompt.Prompt): Array<string> => {
   const parts: Array<string> = []
   for (const message of prompt.content) {
     let json = wireJson.get(message)
@@ -130,24 +131,32 @@ export const messagesJson = (prompt: Prompt.Prompt): string => {
     }
     if (json !== "") parts.push(json)
   }
-  return `[${parts.join(",")}]`
+  return parts
 }
 
+/** `JSON.stringify(toMessages(prompt))`, encoding only the messages not seen before. */
+export const messagesJson = (prompt: Prompt.Prompt): string => `[${messagesParts(prompt).join(",")}]`
+
 /**
- * The JSON text of `{ ...head, messages, ...tail }` with the messages given as JSON text — the same
- * bytes as `JSON.stringify` of that object.
+ * The JSON text of `{ ...head, messages, ...tail }` with the messages given as JSON text (or as the
+ * parts of `messagesParts`) — the same bytes as `JSON.stringify` of that object.
  */
 export const requestJson = (
   head: Readonly<Record<string, unknown>>,
-  messages: string,
+  messages: string | ReadonlyArray<string>,
   tail: Readonly<Record<string, unknown>>
 ): string => {
   // a key of `tail` (or `messages`) already in `head` keeps head's place: leave that rare case to JSON.stringify
-  if ("messages" in head || Object.keys(tail).some((k) => k in head))
-    return JSON.stringify({ ...head, messages: JSON.parse(messages), ...tail })
+  if ("messages" in head || Object.keys(tail).some((k) => k in head)) {
+    const text = typeof messages === "string" ? messages : `[${messages.join(",")}]`
+    return JSON.stringify({ ...head, messages: JSON.parse(text), ...tail })
+  }
   const h = JSON.stringify(head)
   const t = JSON.stringify(tail)
-  return `${h.length > 2 ? `${h.slice(0, -1)},` : "{"}"messages":${messages}${t.length > 2 ? `,${t.slice(1)}` : "}"}`
+  const prefix = `${h.length > 2 ? `${h.slice(0, -1)},` : "{"}"messages":`
+  const suffix = t.length > 2 ? `,${t.slice(1)}` : "}"
+  if (typeof messages === "string") return [prefix, messages, suffix].join("")
+  return joinBetween(`${prefix}[`, messages, `]${suffix}`)
 }
 
 /** Each tool's wire form, built once (its JSON schema takes a walk over the tool's schema). */

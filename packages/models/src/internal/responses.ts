@@ -1,5 +1,6 @@
 import { AiError, IdGenerator, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Effect, Encoding } from "effect"
+import { joinBetween } from "./joinJson.js"
 import { strictCompatible } from "./openaiStrict.js"
 
 // OpenAI's Responses API (`POST /responses`) spoken directly: the request body is the JSON text the
@@ -147,8 +148,14 @@ const cacheFor = (enc: InputEncoding): WeakMap<Prompt.Message, string> => {
   return found
 }
 
-/** The `input` of a request as JSON text; fails on a file the API cannot take. */
-export const inputJson = (prompt: Prompt.Prompt, enc: InputEncoding): Effect.Effect<string, AiError.MalformedInput> => {
+/**
+ * The items of a request's `input`, each message's as JSON text (without the array's brackets);
+ * fails on a file the API cannot take.
+ */
+const inputParts = (
+  prompt: Prompt.Prompt,
+  enc: InputEncoding
+): Effect.Effect<Array<string>, AiError.MalformedInput> => {
   const wire = cacheFor(enc)
   const parts: Array<string> = []
   try {
@@ -167,7 +174,7 @@ export const inputJson = (prompt: Prompt.Prompt, enc: InputEncoding): Effect.Eff
       return Effect.fail(new AiError.MalformedInput({ module, method: "prepareMessages", description: e.description }))
     throw e
   }
-  return Effect.succeed(`[${parts.join(",")}]`)
+  return Effect.succeed(parts)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,7 +298,7 @@ export const requestJson = (
   stream: boolean
 ): Effect.Effect<string, AiError.MalformedInput> =>
   Effect.flatMap(
-    inputJson(options.prompt, { role: systemRole(config.model), fileIdPrefixes: config.fileIdPrefixes }),
+    inputParts(options.prompt, { role: systemRole(config.model), fileIdPrefixes: config.fileIdPrefixes }),
     (input) =>
       Effect.map(prepareTools(options, config.strict ?? true, fixStrict), ({ tools, toolChoice }) => {
         const { strict, ...requestConfig } = config
@@ -306,8 +313,8 @@ export const requestJson = (
         if (stream) request.stream = true
         const json = JSON.stringify(request)
         const at = json.indexOf(inputMarkJson)
-        if (at < 0) return JSON.stringify({ ...request, input: JSON.parse(input) })
-        return `${json.slice(0, at)}"input":${input}${json.slice(at + inputMarkJson.length)}`
+        if (at < 0) return JSON.stringify({ ...request, input: JSON.parse(`[${input.join(",")}]`) })
+        return joinBetween(`${json.slice(0, at)}"input":[`, input, `]${json.slice(at + inputMarkJson.length)}`)
       })
   )
 
