@@ -10,8 +10,8 @@
  * given up on while the server is still sending is closed with its connection. Interrupting the
  * caller aborts the request.
  *
- * Unlike `fetch`: at most {@link MAX_REDIRECTS} redirects are followed, never from https to http, and
- * credential headers (`authorization`, `x-api-key`, `cookie`, …) are not sent to another origin;
+ * Unlike `fetch`: at most {@link MAX_REDIRECTS} redirects are followed, never from https to http nor
+ * for a streamed body, and to another origin only headers that carry no credential go along;
  * nothing is decompressed (`accept-encoding: identity` is asked for); requests that set no `user-agent` carry
  * `musekit/<version>` (`userAgent` changes or drops it). Proxy variables (`HTTPS_PROXY`, …) are not
  * read, as Node 20's `fetch` does not read them either; pass `agents` for a proxy or a private CA.
@@ -312,18 +312,34 @@ class Response extends Inspectable.Class implements HttpClientResponse.HttpClien
 /** Redirects followed before the last 3xx is returned as it is (as `fetch`'s 20, fewer). */
 export const MAX_REDIRECTS = 5
 
-/** Headers that carry a credential: not sent on to another origin a redirect names. */
-const CREDENTIALS = ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-goog-api-key"]
+/**
+ * The headers sent on to another origin a redirect names: none that could carry a credential (a
+ * gateway's own key header included, whatever its name), only these.
+ */
+const CROSS_ORIGIN_HEADERS = new Set([
+  "accept",
+  "accept-encoding",
+  "accept-language",
+  "content-type",
+  "user-agent",
+  "anthropic-version",
+  "anthropic-beta",
+  "openai-beta"
+])
 
 /**
  * Where a redirect leads and what to send there, or `undefined` to return the 3xx as it is: 307
- * and 308 repeat the request (a body held in memory only), 301, 302 and 303 turn it into a `GET`
- * without a body (as `fetch` does); never from https to http; credentials stay with their origin.
+ * and 308 repeat the request (a body held in memory only), a 303 turns it into a `GET` without a
+ * body, a 301 or 302 does so for a `POST` (as `fetch` does); never from https to http, never for a
+ * streamed body; to another origin only {@link CROSS_ORIGIN_HEADERS} go along.
  */
 const redirect = (res: Response, url: URL, wire: Wire): { url: URL; wire: Wire } | undefined => {
   const status = res.status
   const location = res.source.headers.location
   if (![301, 302, 303, 307, 308].includes(status) || location === undefined) return undefined
+  const body = wire.body
+  if (body._tag === "Stream" || body._tag === "FormData" || (body._tag === "Raw" && inMemory(body.body) === undefined))
+    return undefined
   let next: URL
   try {
     next = new URL(location, url)
@@ -332,18 +348,16 @@ const redirect = (res: Response, url: URL, wire: Wire): { url: URL; wire: Wire }
   }
   if (next.protocol !== "http:" && next.protocol !== "https:") return undefined
   if (url.protocol === "https:" && next.protocol === "http:") return undefined
-  const headers: Record<string, string> = { ...wire.headers }
-  if (next.origin !== url.origin) for (const name of CREDENTIALS) delete headers[name]
-  if (status === 307 || status === 308) {
-    const body = wire.body
-    const inMemoryBody =
-      body._tag === "Empty" || body._tag === "Uint8Array" || (body._tag === "Raw" && inMemory(body.body) !== undefined)
-    return inMemoryBody ? { url: next, wire: { method: wire.method, headers, body } } : undefined
-  }
-  delete headers["content-type"]
-  delete headers["content-length"]
-  const method = wire.method === "HEAD" ? "HEAD" : "GET"
-  return { url: next, wire: { method, headers, body: HttpBody.empty } }
+  let headers: Record<string, string> = { ...wire.headers }
+  if (next.origin !== url.origin)
+    headers = Object.fromEntries(Object.entries(headers).filter(([name]) => CROSS_ORIGIN_HEADERS.has(name)))
+  const toGet =
+    (status === 303 && wire.method !== "GET" && wire.method !== "HEAD") ||
+    ((status === 301 || status === 302) && wire.method === "POST")
+  if (!toGet) return { url: next, wire: { method: wire.method, headers, body } }
+  for (const name of ["content-type", "content-length", "content-encoding", "content-language", "content-location"])
+    delete headers[name]
+  return { url: next, wire: { method: "GET", headers, body: HttpBody.empty } }
 }
 
 /** A client with its own `user-agent` or connection pools; see {@link Options}. */

@@ -142,6 +142,7 @@ describe("HttpClientNode", () => {
       if (req.url === "/same") return to(307, "/v1/final")
       if (req.url === "/perm") return to(308, `${target.server.url}/v1/elsewhere`)
       if (req.url === "/see") return to(303, "/v1/final")
+      if (req.url === "/moved") return to(301, "/v1/final")
       if (req.url === "/loop") return to(307, "/loop")
       if (req.url === "/ftp") return to(307, "ftp://example.com/x")
       return Fake.json(200, { here: req.url })(req, res, undefined as never)
@@ -169,13 +170,38 @@ describe("HttpClientNode", () => {
     expect(moved.raw).toBe('{"q":1}')
     expect(moved.headers.authorization).toBeUndefined() // another origin: no credentials
     expect(moved.headers["x-api-key"]).toBeUndefined()
-    expect(moved.headers["x-keep"]).toBe("1")
+    expect(moved.headers["x-keep"]).toBeUndefined() // nor any header not known to carry none
+    expect(moved.headers["content-type"]).toBe("application/json")
+    expect(moved.headers["user-agent"]).toMatch(/^musekit/)
 
     server.requests.length = 0
     expect((await call("/see")).status).toBe(200)
     const seen = server.requests.find((r) => r.url === "/v1/final")!
     expect(seen.method).toBe("GET")
     expect(seen.raw).toBe("")
+
+    // a 301 turns only a POST into a GET; other methods go on as they are
+    server.requests.length = 0
+    const del = await run(
+      Effect.flatMap(HttpClient.execute(HttpClientRequest.del(`${server.url}/moved`)), (r) => Effect.succeed(r.status))
+    )
+    expect(del).toBe(200)
+    expect(server.requests.map((r) => [r.method, r.url])).toEqual([
+      ["DELETE", "/moved"],
+      ["DELETE", "/v1/final"]
+    ])
+    // a streamed body is not sent twice: the 3xx comes back
+    const streamed = await run(
+      Effect.flatMap(
+        HttpClient.execute(
+          HttpClientRequest.post(`${server.url}/same`, {
+            body: HttpBody.stream(Stream.make(new TextEncoder().encode("{}")), "application/json")
+          })
+        ),
+        (r) => Effect.succeed(r.status)
+      )
+    )
+    expect(streamed).toBe(307)
 
     server.requests.length = 0
     expect((await call("/loop")).status).toBe(307) // the last 3xx as it is

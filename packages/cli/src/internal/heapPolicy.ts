@@ -34,8 +34,35 @@ export const SEMI_SPACE_CAP = 8 * 1024 * 1024
 /** Growth of the old generation between full collections, in percent of what the last one kept. */
 export const OLD_GROWTH_PERCENT = 100
 
+/**
+ * Node's built-in modules a session loads (`NODE_DEBUG_NATIVE=CODE_CACHE muse run …` lists them),
+ * loaded before the policy's flags are set so that they compile from Node's code cache.
+ */
+export const SESSION_BUILTINS: ReadonlyArray<string> = [
+  "node:child_process",
+  "node:diagnostics_channel",
+  "node:dgram",
+  "node:fs/promises",
+  "node:http",
+  "node:https",
+  "node:net",
+  "node:os",
+  "node:readline",
+  "node:readline/promises",
+  "node:tls"
+]
+
 /** Flags of Node's (or V8's) that size the heap: the user chose, the policy stays out. */
-const HEAP_FLAG = /semi[-_]space|heap[-_]growing|old[-_]space|young[-_]generation|new[-_]space|optimize[-_]for[-_]size/
+const HEAP_FLAG =
+  /(?:^|\s)--?[\w-]*(?:semi[-_]space|heap[-_]growing|young[-_]generation|new[-_]space|optimize[-_]for[-_]size|heap[-_]size)/
+
+/**
+ * Whether Node was given a flag that sizes the young generation or paces collections (then the
+ * user chose, and the policy stays out). `--max-old-space-size` (a limit, common in `NODE_OPTIONS`)
+ * does neither.
+ */
+export const heapFlagsGiven = (env: NodeJS.ProcessEnv, execArgv: ReadonlyArray<string>): boolean =>
+  HEAP_FLAG.test([...execArgv, env.NODE_OPTIONS ?? ""].join(" "))
 
 let applied = false
 
@@ -49,8 +76,12 @@ export const applyHeapPolicy = (
 ): boolean => {
   if (applied) return true
   if (env.MUSE_HEAP_POLICY === "0") return false
-  if (HEAP_FLAG.test([...execArgv, env.NODE_OPTIONS ?? ""].join(" "))) return false
+  if (heapFlagsGiven(env, execArgv)) return false
   applied = true
+  // a flag changed at run time also makes V8 reject Node's own code cache of every built-in module
+  // loaded from then on: load the ones a session uses now, while their cache is still taken
+  const builtin = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule
+  if (builtin !== undefined) for (const id of SESSION_BUILTINS) builtin(id)
   v8.setFlagsFromString(`--heap-growing-percent=${OLD_GROWTH_PERCENT}`)
   // the young generation grows by doubling after collections where much survived: stop it
   // once the semi-spaces reach the cap (checked now, then after each collection until they do)
