@@ -16,9 +16,9 @@ import * as AnthropicLanguageModel from "@effect/ai-anthropic/AnthropicLanguageM
 import { Headers, type HttpClient, HttpClientRequest } from "@effect/platform"
 import { Effect, type Scope, Stream } from "effect"
 import { prepare } from "../../src/internal/construct.js"
-import { jsonText } from "../../src/internal/streamBodies.js"
 import * as ModelInfo from "../../src/ModelInfo.js"
 import type * as Models from "../../src/Models.js"
+import { jsonText } from "./streamBodies.js"
 
 const anthropicStreamAsText = (client: AnthropicClient.Service): AnthropicClient.Service => ({
   ...client,

@@ -16,7 +16,7 @@ import { Effect, Layer, type Scope, Stream } from "effect"
 import { Models } from "../../src/index.js"
 import { prepare } from "../../src/internal/construct.js"
 import { strictWhereSafe } from "../../src/internal/openaiStrict.js"
-import { jsonText } from "../../src/internal/streamBodies.js"
+import { jsonText } from "./streamBodies.js"
 
 const openAiStreamAsText = (
   client: OpenAiClient.Service,

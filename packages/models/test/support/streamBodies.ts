@@ -1,10 +1,8 @@
 /**
  * The JSON body of a streaming request of the `@effect/ai` provider clients (Anthropic Messages,
- * OpenAI Responses) sent as text: one `JSON.stringify`, encoded once on the way out. The
- * clients' own `HttpBody.unsafeJson` encodes the text to bytes that `fetch` then copies again —
- * three copies of a request that holds the whole history (100–200 KB in a long session), each
- * turn. `Anthropic.ts` and `OpenAi.ts` replace the clients' streaming calls with the same request
- * (path, headers, event schema, end) carrying this body.
+ * OpenAI Responses) sent as text, as the previous provider paths sent it: the reference paths in
+ * `legacyAnthropic.ts` and `legacyOpenAi.ts` use it, so the byte-for-byte comparisons in the
+ * `*-wire` tests compare against what those paths put on the wire.
  *
  * @example
  * ```ts
