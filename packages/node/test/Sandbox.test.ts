@@ -117,6 +117,29 @@ const supervisors = (): Array<number> => {
     .map(([pid]) => pid)
 }
 
+/** The supervisor of this process that a command matching `is` (its argv) runs under, if one does. */
+const supervisorOf = (is: (argv: ReadonlyArray<string>) => boolean): number | undefined => {
+  const sups = new Set(supervisors())
+  const parent = (pid: number) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    } catch {
+      return -1
+    }
+  }
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (!is(fs.readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0"))) continue
+    } catch {
+      continue
+    }
+    for (let p = parent(Number(name)); p > 1; p = parent(p)) if (sups.has(p)) return p
+  }
+  return undefined
+}
+
 describe.skipIf(!available).each([
   { launch: "a sandbox per command", reuse: false },
   { launch: "the long-lived sandbox", reuse: true }
@@ -514,17 +537,18 @@ describe.skipIf(!available || process.platform !== "linux")("Sandbox: the long-l
   it.scopedLive("a supervisor killed mid-command: that command says so, the next one starts a new sandbox", () =>
     Effect.gen(function* () {
       const w = world()
-      // supervisors of earlier tests may still be ending: this sandbox's is the one not there before
-      const earlier = new Set(supervisors())
       const run = yield* runner(yield* sandboxed(w.home, { mode: "workspace-write", reuse: true }), w.root)
       const before = (yield* run({ command: "echo $PPID" })).output
-      const ours = supervisors().filter((pid) => !earlier.has(pid))
-      expect(ours).toHaveLength(1)
       // SIGKILL the supervisor from outside, as a crash would (a command cannot reach it); output
-      // it had not passed on yet is lost with it: "started" is let through first
-      const fiber = yield* Effect.fork(run({ command: "echo started; sleep 30; echo never" }))
-      yield* Effect.sleep("1 second")
-      process.kill(ours[0]!, "SIGKILL")
+      // it had not passed on yet is lost with it: "started" is let through first. The supervisor is
+      // the one this command runs under (others, of earlier tests, may still be ending meanwhile)
+      const fiber = yield* Effect.fork(run({ command: "echo started; sleep 31; echo never" }))
+      let ours: number | undefined
+      expect(
+        yield* waitUntil(() => (ours = supervisorOf((a) => a[0] === "sleep" && a[1] === "31")) !== undefined, 10_000)
+      ).toBe(true)
+      yield* Effect.sleep("500 millis")
+      process.kill(ours!, "SIGKILL")
       const killed = yield* Fiber.join(fiber)
       expect(killed.exit_code).toBe(null)
       expect(killed.output).toContain("started")
