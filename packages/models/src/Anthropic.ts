@@ -25,6 +25,7 @@ import { type Context, Effect, type Layer, Redacted, type Scope, Stream } from "
 import { fromMessage, requestBody, StreamDecoder } from "./internal/anthropicMessages.js"
 import { prepare } from "./internal/construct.js"
 import { mapHttpErrors, sseEvents } from "./internal/http.js"
+import { bytesOf } from "./internal/joinJson.js"
 import * as ModelInfo from "./ModelInfo.js"
 import * as Models from "./Models.js"
 
@@ -63,10 +64,9 @@ export const make = (
         return requestBody(providerOptions, override === undefined ? base : { ...base, ...override }, stream)
       }).pipe(
         Effect.catchAllDefect((e) => (AiError.isAiError(e) ? Effect.fail(e) : Effect.die(e))),
-        Effect.map(({ beta, json }) => {
-          // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
+        Effect.map(({ beta, pieces }) => {
           const request = HttpClientRequest.post(stream ? "/v1/messages" : "/v1/messages?beta=true", {
-            body: HttpBody.raw(json, { contentType: "application/json" })
+            body: HttpBody.uint8Array(bytesOf(pieces), "application/json")
           })
           return beta === undefined ? request : HttpClientRequest.setHeader(request, "anthropic-beta", beta)
         })

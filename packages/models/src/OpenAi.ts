@@ -22,7 +22,8 @@ import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from
 import { Chunk, Effect, type Layer, Option, Redacted, type Scope, Stream } from "effect"
 import { prepare } from "./internal/construct.js"
 import { mapHttpErrors, sseEvents } from "./internal/http.js"
-import { fromResponse, isLast, parseEvent, requestJson, StreamAssembler } from "./internal/responses.js"
+import { bytesOf } from "./internal/joinJson.js"
+import { fromResponse, isLast, parseEvent, requestPieces, StreamAssembler } from "./internal/responses.js"
 import * as Models from "./Models.js"
 
 /**
@@ -55,12 +56,11 @@ export const make = (
     const body = (providerOptions: LanguageModel.ProviderOptions, stream: boolean) =>
       Effect.flatMap(Effect.context<never>(), (context) => {
         const override = context.unsafeMap.get(overrideKey) as Record<string, unknown> | undefined
-        return requestJson({ model: r.model, ...config, ...override }, providerOptions, fixStrict, stream)
+        return requestPieces({ model: r.model, ...config, ...override }, providerOptions, fixStrict, stream)
       })
 
-    const request = (json: string) =>
-      // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
-      HttpClientRequest.post("/responses", { body: HttpBody.raw(json, { contentType: "application/json" }) })
+    const request = (pieces: ReadonlyArray<string>) =>
+      HttpClientRequest.post("/responses", { body: HttpBody.uint8Array(bytesOf(pieces), "application/json") })
 
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {

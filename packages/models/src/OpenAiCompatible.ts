@@ -27,8 +27,15 @@
 import { AiError, IdGenerator, LanguageModel } from "@effect/ai"
 import { HttpBody, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Context, Duration, Effect, Layer, Option, Redacted, Stream } from "effect"
-import { fromCompletion, messagesParts, requestJson, StreamAssembler, toolFields } from "./internal/chatCompletions.js"
+import {
+  fromCompletion,
+  messagesParts,
+  requestPieces,
+  StreamAssembler,
+  toolFields
+} from "./internal/chatCompletions.js"
 import { mapHttpErrors, sseEvents } from "./internal/http.js"
+import { bytesOf } from "./internal/joinJson.js"
 
 /** Request fields sent with every call (`temperature`, `max_tokens`, `seed`, `top_p`, …), verbatim. */
 export class Config extends Context.Tag("@musekit/models/OpenAiCompatible/Config")<
@@ -82,10 +89,10 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
     )
     const client = HttpClient.filterStatusOk(base)
 
-    // the request's JSON text, with each history message encoded once per session (not once per request)
+    // the request's JSON bytes, with each history message encoded once per session (not once per request)
     const body = (providerOptions: LanguageModel.ProviderOptions, stream: boolean) =>
       Effect.map(Effect.serviceOption(Config), (override) =>
-        requestJson(
+        requestPieces(
           { model: options.model, ...options.config, ...(override._tag === "Some" ? override.value : {}) },
           messagesParts(providerOptions.prompt),
           {
@@ -98,9 +105,8 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
         )
       )
 
-    const request = (json: string) =>
-      // the text itself (not its UTF-8 bytes): the HTTP client encodes it once, on the way out
-      HttpClientRequest.post("/chat/completions", { body: HttpBody.raw(json, { contentType: "application/json" }) })
+    const request = (pieces: ReadonlyArray<string>) =>
+      HttpClientRequest.post("/chat/completions", { body: HttpBody.uint8Array(bytesOf(pieces), "application/json") })
 
     const generateText = (providerOptions: LanguageModel.ProviderOptions) =>
       Effect.gen(function* () {

@@ -1,7 +1,7 @@
 import { Prompt } from "@effect/ai"
 import { describe, expect, it } from "vitest"
 import { messagesJson, messagesParts, requestJson, toMessages } from "../src/internal/chatCompletions.js"
-import { joinBetween } from "../src/internal/joinJson.js"
+import { bytesOf, joinBetween, piecesBetween, textOf } from "../src/internal/joinJson.js"
 
 // The request body is assembled from each message's wire JSON, kept between requests: it must be
 // byte for byte what JSON.stringify of the whole request gives.
@@ -103,5 +103,26 @@ describe("Chat Completions wire JSON", () => {
     expect(joinBetween("[", ["1", "2"], "]")).toBe("[1,2]")
     expect(joinBetween('{"a":[', ["1", "2", "3"], "]}")).toBe('{"a":[1,2,3]}')
     expect(joinBetween("", ["", ""], "")).toBe(",")
+  })
+
+  it("bytesOf gives the UTF-8 bytes of the pieces' text, whether a piece was sent before or not", () => {
+    const long = (s: string) => s.repeat(200)
+    const parts = [long("a"), long("é😀"), long('"\\u0000'), "short"]
+    const pieces = piecesBetween('{"x":[', parts, "]}")
+    expect(textOf(pieces)).toBe(`{"x":[${parts.join(",")}]}`)
+    const first = Buffer.from(bytesOf(pieces)).toString("utf8")
+    expect(first).toBe(textOf(pieces))
+    // the same strings again (as a session's next request sends them), and new ones among them
+    const next = piecesBetween('{"x":[', [...parts, long("ü"), "z"], "]}")
+    expect(Buffer.from(bytesOf(next)).toString("utf8")).toBe(textOf(next))
+    expect(Buffer.from(bytesOf(next)).equals(Buffer.from(textOf(next), "utf8"))).toBe(true)
+    // more than the cache holds (its generations turn over): still the same bytes, every time
+    const big = Array.from({ length: 40 }, (_, i) => `${i}`.padEnd(1024 * 1024, i % 2 ? "x" : "ß"))
+    for (let round = 0; round < 2; round++) {
+      const many = piecesBetween("[", big, "]")
+      expect(Buffer.from(bytesOf(many)).equals(Buffer.from(textOf(many), "utf8"))).toBe(true)
+    }
+    expect(Buffer.from(bytesOf([""])).length).toBe(0)
+    expect(Buffer.from(bytesOf(["ab", "cd"])).toString()).toBe("abcd")
   })
 })

@@ -119,19 +119,26 @@ const certainlySmall = (input: Plugin.ContextInput, window: number): "small" | "
   let bytes = Buffer.byteLength(input.system)
   if (bytes > limit) return false
   for (const m of input.messages) {
-    if (Array.isArray(m.content) && m.content.some((p: { readonly type: string }) => p.type === "file")) return false
-    bytes += jsonBytes(m) + 8
+    const n = jsonBytes(m)
+    if (n < 0) return false
+    bytes += n + 8
     if (bytes > limit) return false
   }
   return bytes > limit / 2 ? "half" : "small"
 }
 
-/** UTF-8 size of a message's JSON; messages are immutable, so it is taken once per message. */
+/**
+ * UTF-8 size of a message's JSON, or -1 for a message with a file in it (its size says nothing of its
+ * tokens); messages are immutable, so it is taken once per message.
+ */
 const sizes = new WeakMap<object, number>()
-const jsonBytes = (m: object): number => {
+const jsonBytes = (m: { readonly content: unknown }): number => {
   let n = sizes.get(m)
   if (n === undefined) {
-    n = Buffer.byteLength(JSON.stringify(m))
+    n =
+      Array.isArray(m.content) && m.content.some((p: { readonly type: string }) => p.type === "file")
+        ? -1
+        : Buffer.byteLength(JSON.stringify(m))
     sizes.set(m, n)
   }
   return n

@@ -14,7 +14,6 @@
  */
 import { AiError, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Encoding } from "effect"
-import { joinBetween } from "./joinJson.js"
 
 const module = "AnthropicLanguageModel"
 
@@ -193,8 +192,8 @@ const encodeMessage = (message: Prompt.Message): Encoded => {
 
 /**
  * The `system` (JSON text, or undefined) and `messages` of a prompt, and whether a PDF is in it.
- * `messages` is the array's JSON text in pieces, to be joined with `,` between them (and put in
- * brackets): each message block is copied once, into the request's text, not once per message too.
+ * `messages` is the array's JSON text (without its brackets) in pieces, separators included, to be
+ * put together as they are (see `joinJson.ts`): each message block is a piece of its own.
  */
 export const messagesJson = (
   prompt: Prompt.Prompt
@@ -222,20 +221,23 @@ export const messagesJson = (
     }
     if (kind === "system") system = `[${blocks.join(",")}]`
     else {
-      const open = `{"role":"${kind}","content":[`
-      const k = blocks.length
-      if (k === 0) messages.push(`${open}]}`)
-      else if (k === 1) messages.push(open + blocks[0]! + "]}")
-      else {
-        messages.push(open + blocks[0]!)
-        for (let b = 1; b < k - 1; b++) messages.push(blocks[b]!)
-        messages.push(blocks[k - 1]! + "]}")
+      if (messages.length > 0) messages.push(",")
+      messages.push(
+        kind === "user" ? OPEN_USER : kind === "assistant" ? OPEN_ASSISTANT : `{"role":"${kind}","content":[`
+      )
+      for (let b = 0; b < blocks.length; b++) {
+        if (b > 0) messages.push(",")
+        messages.push(blocks[b]!)
       }
+      messages.push("]}")
     }
     i = end
   }
   return { system, messages, pdf }
 }
+
+const OPEN_USER = '{"role":"user","content":['
+const OPEN_ASSISTANT = '{"role":"assistant","content":['
 
 interface WireTool {
   readonly name: string
@@ -368,39 +370,41 @@ const wireTools = (options: LanguageModel.ProviderOptions, betas: Set<string>): 
 const ownFields = ["system", "messages", "tools", "tool_choice", "stream"]
 
 /**
- * The request's JSON text for `config` (`{ model, max_tokens?, …, ...override }`), and the value of
- * its `anthropic-beta` header. Fails (throws) with `MalformedInput` for a prompt the API cannot take.
+ * The request's JSON text for `config` (`{ model, max_tokens?, …, ...override }`), in pieces (see
+ * `joinJson.ts`), and the value of its `anthropic-beta` header. Fails (throws) with `MalformedInput` for a prompt the API cannot take.
  */
 export const requestBody = (
   options: LanguageModel.ProviderOptions,
   config: Readonly<Record<string, unknown>>,
   stream: boolean
-): { readonly json: string; readonly beta: string | undefined } => {
+): { readonly pieces: ReadonlyArray<string>; readonly beta: string | undefined } => {
   const { messages, pdf, system } = messagesJson(options.prompt)
   const betas = new Set<string>()
   if (pdf) betas.add("pdfs-2024-09-25")
   const { toolChoice, tools } = toolFields(options, config.disableParallelToolCalls, betas)
   const head: Record<string, unknown> = { max_tokens: 4096, ...config }
-  let json: string
+  let pieces: Array<string>
   if (ownFields.some((k) => k in head)) {
-    json = JSON.stringify({
-      ...head,
-      system: system === undefined ? undefined : JSON.parse(system),
-      messages: JSON.parse(`[${messages.join(",")}]`),
-      tools: tools === undefined ? undefined : JSON.parse(tools),
-      tool_choice: toolChoice,
-      ...(stream ? { stream: true } : {})
-    })
+    pieces = [
+      JSON.stringify({
+        ...head,
+        system: system === undefined ? undefined : JSON.parse(system),
+        messages: JSON.parse(`[${messages.join("")}]`),
+        tools: tools === undefined ? undefined : JSON.parse(tools),
+        tool_choice: toolChoice,
+        ...(stream ? { stream: true } : {})
+      })
+    ]
   } else {
     const h = JSON.stringify(head)
     const choice = toolChoice === undefined ? undefined : JSON.stringify(toolChoice)
-    json = joinBetween(
-      `${h.slice(0, -1)}${system !== undefined ? `,"system":${system}` : ""},"messages":[`,
-      messages,
+    pieces = [`${h.slice(0, -1)}${system !== undefined ? `,"system":${system}` : ""},"messages":[`]
+    for (const m of messages) pieces.push(m)
+    pieces.push(
       `]${tools !== undefined ? `,"tools":${tools}` : ""}${choice !== undefined ? `,"tool_choice":${choice}` : ""}${stream ? `,"stream":true}` : "}"}`
     )
   }
-  return { json, beta: betas.size > 0 ? [...betas].join(",") : undefined }
+  return { pieces, beta: betas.size > 0 ? [...betas].join(",") : undefined }
 }
 
 // ---------------------------------------------------------------------------------------------

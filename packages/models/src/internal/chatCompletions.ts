@@ -1,6 +1,6 @@
 import { AiError, IdGenerator, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Effect, Encoding } from "effect"
-import { joinBetween } from "./joinJson.js"
+import { piecesBetween, textOf } from "./joinJson.js"
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (the subset of the Chat Completions format this adapter reads and writes)
@@ -145,18 +145,25 @@ export const requestJson = (
   head: Readonly<Record<string, unknown>>,
   messages: string | ReadonlyArray<string>,
   tail: Readonly<Record<string, unknown>>
-): string => {
+): string => textOf(requestPieces(head, messages, tail))
+
+/** `requestJson`'s text in pieces (see `joinJson.ts`): the history's messages are pieces of their own. */
+export const requestPieces = (
+  head: Readonly<Record<string, unknown>>,
+  messages: string | ReadonlyArray<string>,
+  tail: Readonly<Record<string, unknown>>
+): Array<string> => {
   // a key of `tail` (or `messages`) already in `head` keeps head's place: leave that rare case to JSON.stringify
   if ("messages" in head || Object.keys(tail).some((k) => k in head)) {
     const text = typeof messages === "string" ? messages : `[${messages.join(",")}]`
-    return JSON.stringify({ ...head, messages: JSON.parse(text), ...tail })
+    return [JSON.stringify({ ...head, messages: JSON.parse(text), ...tail })]
   }
   const h = JSON.stringify(head)
   const t = JSON.stringify(tail)
   const prefix = `${h.length > 2 ? `${h.slice(0, -1)},` : "{"}"messages":`
   const suffix = t.length > 2 ? `,${t.slice(1)}` : "}"
-  if (typeof messages === "string") return [prefix, messages, suffix].join("")
-  return joinBetween(`${prefix}[`, messages, `]${suffix}`)
+  if (typeof messages === "string") return [prefix, messages, suffix]
+  return piecesBetween(`${prefix}[`, messages, `]${suffix}`)
 }
 
 /** Each tool's wire form, built once (its JSON schema takes a walk over the tool's schema). */

@@ -1,6 +1,6 @@
 import { AiError, IdGenerator, type LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
 import { Chunk, Effect, Encoding } from "effect"
-import { joinBetween } from "./joinJson.js"
+import { piecesBetween } from "./joinJson.js"
 import { strictCompatible } from "./openaiStrict.js"
 
 // OpenAI's Responses API (`POST /responses`) spoken directly: the request body is the JSON text the
@@ -290,13 +290,14 @@ const inputMarkJson = `"input":${JSON.stringify(inputMark)}`
  * The request's JSON text: `{ model, ...config, input, include, text, tools, tool_choice }`, `strict`
  * left out (it decides the tools' `strict`), `stream: true` last when streaming. With `fixStrict`,
  * a tool or response format whose schema OpenAI's strict mode rejects goes with `strict: false`.
+ * In pieces (see `joinJson.ts`): each of the history's items is a piece of its own.
  */
-export const requestJson = (
+export const requestPieces = (
   config: Record<string, any>,
   options: LanguageModel.ProviderOptions,
   fixStrict: boolean,
   stream: boolean
-): Effect.Effect<string, AiError.MalformedInput> =>
+): Effect.Effect<Array<string>, AiError.MalformedInput> =>
   Effect.flatMap(
     inputParts(options.prompt, { role: systemRole(config.model), fileIdPrefixes: config.fileIdPrefixes }),
     (input) =>
@@ -313,8 +314,8 @@ export const requestJson = (
         if (stream) request.stream = true
         const json = JSON.stringify(request)
         const at = json.indexOf(inputMarkJson)
-        if (at < 0) return JSON.stringify({ ...request, input: JSON.parse(`[${input.join(",")}]`) })
-        return joinBetween(`${json.slice(0, at)}"input":[`, input, `]${json.slice(at + inputMarkJson.length)}`)
+        if (at < 0) return [JSON.stringify({ ...request, input: JSON.parse(`[${input.join(",")}]`) })]
+        return piecesBetween(`${json.slice(0, at)}"input":[`, input, `]${json.slice(at + inputMarkJson.length)}`)
       })
   )
 

@@ -145,7 +145,12 @@ export const wrap = (api: Api, ctx: ErrorContext, inner: LanguageModel.Service):
       const attempt = (repeat: string): Stream.Stream<any, unknown, any> => {
         let finished = false
         let pending = repeat
-        const cutShort = incompleteStream(ctx, "streamText")
+        // (made when the stream is cut short, not for every stream: an error takes a stack trace)
+        let cutShort: unknown
+        const cut = () => {
+          cutShort = incompleteStream(ctx, "streamText")
+          return cutShort
+        }
         return inner.streamText(options).pipe(
           Stream.mapEffect((part: any) => {
             if (pending !== "") {
@@ -173,7 +178,7 @@ export const wrap = (api: Api, ctx: ErrorContext, inner: LanguageModel.Service):
             return Effect.succeed(fixPart(api, part))
           }),
           Stream.filter((part) => part !== undefined),
-          Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(cutShort)))),
+          Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(cut())))),
           Stream.catchAll((e) => {
             if (retried || calledTool || !isCut(e, cutShort)) return Stream.fail(e)
             retried = true
