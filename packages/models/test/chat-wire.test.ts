@@ -105,24 +105,36 @@ describe("Chat Completions wire JSON", () => {
     expect(joinBetween("", ["", ""], "")).toBe(",")
   })
 
-  it("bytesOf gives the UTF-8 bytes of the pieces' text, whether a piece was sent before or not", () => {
-    const long = (s: string) => s.repeat(200)
-    const parts = [long("a"), long("é😀"), long('"\\u0000'), "short"]
-    const pieces = piecesBetween('{"x":[', parts, "]}")
-    expect(textOf(pieces)).toBe(`{"x":[${parts.join(",")}]}`)
-    const first = Buffer.from(bytesOf(pieces)).toString("utf8")
-    expect(first).toBe(textOf(pieces))
-    // the same strings again (as a session's next request sends them), and new ones among them
-    const next = piecesBetween('{"x":[', [...parts, long("ü"), "z"], "]}")
-    expect(Buffer.from(bytesOf(next)).toString("utf8")).toBe(textOf(next))
-    expect(Buffer.from(bytesOf(next)).equals(Buffer.from(textOf(next), "utf8"))).toBe(true)
-    // more than the cache holds (its generations turn over): still the same bytes, every time
-    const big = Array.from({ length: 40 }, (_, i) => `${i}`.padEnd(1024 * 1024, i % 2 ? "x" : "ß"))
-    for (let round = 0; round < 2; round++) {
-      const many = piecesBetween("[", big, "]")
-      expect(Buffer.from(bytesOf(many)).equals(Buffer.from(textOf(many), "utf8"))).toBe(true)
+  it("bytesOf gives the UTF-8 bytes of the pieces' text, whether they start as an earlier body did or not", () => {
+    const same = (pieces: ReadonlyArray<string>) =>
+      expect(Buffer.from(bytesOf(pieces)).equals(Buffer.from(textOf(pieces), "utf8"))).toBe(true)
+    const msg = (i: number, s = "") => JSON.stringify({ role: "tool", content: `${i} é😀 "\\u0000 ${s}`.repeat(5) })
+    const history = Array.from({ length: 50 }, (_, i) => msg(i))
+    const body = (h: ReadonlyArray<string>, tail = "]}") => piecesBetween('{"model":"m","messages":[', h, tail)
+    expect(textOf(body(["1", "2"]))).toBe('{"model":"m","messages":[1,2]}')
+    // a session's requests: each the last one and a little more (its start copied from the last body)
+    for (let n = 1; n <= history.length; n++) same(body(history.slice(0, n)))
+    // two sessions taking turns, each request starting as that session's last one did
+    const other = Array.from({ length: 30 }, (_, i) => msg(i, "other"))
+    for (let n = 1; n <= 30; n++) {
+      same(body(history.slice(0, 20 + n)))
+      same(body(other.slice(0, n), ']"tools":[]}'))
     }
-    expect(Buffer.from(bytesOf([""])).length).toBe(0)
-    expect(Buffer.from(bytesOf(["ab", "cd"])).toString()).toBe("abcd")
+    // the history rewritten (compacted) in the middle, a new string with the same text, the end changed
+    same(body([...history.slice(0, 10), msg(99, "summary"), ...history.slice(40)]))
+    same(body([...history.slice(0, 10), `${history[10]!}`.slice(0), ...history.slice(11)]))
+    same(body(history, ',"stream":true}'))
+    same(
+      body(
+        history.slice(0, 5).map((m) => m.replace("é", "e")),
+        "]}"
+      )
+    )
+    // a body larger than is kept, and the next one after it
+    const big = Array.from({ length: 12 }, (_, i) => `"${i}${"ß".repeat(512 * 1024)}"`)
+    same(piecesBetween("[", big, "]"))
+    same(piecesBetween("[", [...big, '"x"'], "]"))
+    same([""])
+    same(["ab", "cd"])
   })
 })

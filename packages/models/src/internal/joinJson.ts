@@ -1,11 +1,12 @@
 /**
- * A request body's JSON text assembled from pieces, sent as UTF-8 bytes copied once.
+ * A request body's JSON text assembled from pieces, sent as UTF-8 bytes.
  *
  * A session sends its whole history again with every request, and the history's messages are the
  * same (immutable) objects each time: each codec keeps every message's JSON text, so the same string
- * objects come again. `bytesOf` keeps their UTF-8 bytes too, so a request's body is one copy of
- * bytes already encoded — not a join of the history's text (a copy), then a scan for its byte length
- * and an encoding on the way out (two more passes over it).
+ * objects come again, in the same order, as the pieces of the next request. `bytesOf` copies the bytes
+ * of that shared start from the body it sent before, in one piece, and encodes only what is new —
+ * not a join of the whole history's text (a copy), then a scan for its byte length and an encoding
+ * on the way out (two more passes over it).
  *
  * @example
  * ```ts
@@ -36,55 +37,58 @@ export const textOf = (pieces: ReadonlyArray<string>): string => (pieces.length 
 export const joinBetween = (prefix: string, parts: ReadonlyArray<string>, suffix: string): string =>
   textOf(piecesBetween(prefix, parts, suffix))
 
-/** Pieces shorter than this are encoded each time (separators, a request's own fields). */
-const CACHED_CHARS = 128
-
-/**
- * UTF-8 bytes of the pieces recent requests sent, by the string itself: a piece sent before is the
- * same string object again, found at once (no hash of its text nor comparison of it). Two
- * generations bound what it holds: once the newer holds `GENERATION_BYTES`, it becomes the older and
- * what is not sent again from it is let go.
- */
-const GENERATION_BYTES = 16 * 1024 * 1024
-let current = new Map<string, Buffer>()
-let older = new Map<string, Buffer>()
-let currentBytes = 0
-
-const encoded = (piece: string): Buffer => {
-  let bytes = current.get(piece)
-  if (bytes !== undefined) return bytes
-  bytes = older.get(piece) ?? Buffer.from(piece, "utf8")
-  if (currentBytes + bytes.length > GENERATION_BYTES) {
-    older = current
-    current = new Map()
-    currentBytes = 0
-  }
-  current.set(piece, bytes)
-  currentBytes += bytes.length
-  return bytes
+/** A body sent, kept for the next request that starts as it did. */
+interface Sent {
+  readonly pieces: ReadonlyArray<string>
+  readonly bytes: Buffer
+  /** Where each piece's bytes end. */
+  readonly ends: ReadonlyArray<number>
 }
 
-/** The pieces' UTF-8 bytes, in one buffer: those of pieces sent before are copied, not encoded again. */
+/** The bodies of the last few requests (a crew's agents take turns), the latest first. */
+const recent: Array<Sent> = []
+const RECENT = 8
+/** A body larger than this is not kept (it would hold that much memory until the next ones). */
+const KEPT_BYTES = 8 * 1024 * 1024
+
+/**
+ * The pieces' UTF-8 bytes, in one buffer. A session's request starts with what its previous one
+ * sent (the same history: the same string objects): those bytes are copied from that body in one
+ * piece, and only what follows is encoded.
+ */
 export const bytesOf = (pieces: ReadonlyArray<string>): Uint8Array => {
   const n = pieces.length
-  const parts: Array<Buffer | string> = new Array(n)
-  let total = 0
-  for (let i = 0; i < n; i++) {
-    const piece = pieces[i]!
-    if (piece.length >= CACHED_CHARS) {
-      const bytes = encoded(piece)
-      parts[i] = bytes
-      total += bytes.length
-    } else {
-      parts[i] = piece
-      total += Buffer.byteLength(piece, "utf8")
+  let from: Sent | undefined
+  let shared = 0
+  for (const sent of recent) {
+    // (not its last piece: the end of a body, a field or two after its history, seldom the same)
+    const most = Math.min(sent.pieces.length - 1, n)
+    // one that shares more than the best so far shares the piece where that one stopped
+    if (most <= shared || (shared > 0 && sent.pieces[shared] !== pieces[shared])) continue
+    let i = 0
+    while (i < most && sent.pieces[i] === pieces[i]) i++
+    if (i > shared) {
+      shared = i
+      from = sent
     }
   }
+  const head = from === undefined || shared === 0 ? 0 : from.ends[shared - 1]!
+  let total = head
+  for (let i = shared; i < n; i++) total += Buffer.byteLength(pieces[i]!, "utf8")
   const out = Buffer.allocUnsafe(total)
-  let at = 0
-  for (let i = 0; i < n; i++) {
-    const part = parts[i]!
-    at += typeof part === "string" ? out.write(part, at, "utf8") : part.copy(out, at)
+  const ends: Array<number> = new Array(n)
+  if (from !== undefined && shared > 0) {
+    from.bytes.copy(out, 0, 0, head)
+    for (let i = 0; i < shared; i++) ends[i] = from.ends[i]!
+  }
+  let at = head
+  for (let i = shared; i < n; i++) {
+    at += out.write(pieces[i]!, at, "utf8")
+    ends[i] = at
+  }
+  if (total <= KEPT_BYTES) {
+    recent.unshift({ pieces, bytes: out, ends })
+    if (recent.length > RECENT) recent.pop()
   }
   return out
 }
