@@ -131,9 +131,12 @@ describe("Chat Completions wire JSON", () => {
       )
     )
     // a body larger than is kept, and the next one after it
-    const big = Array.from({ length: 12 }, (_, i) => `"${i}${"ß".repeat(512 * 1024)}"`)
+    const big = Array.from({ length: 20 }, (_, i) => `"${i}${"ß".repeat(512 * 1024)}"`)
     same(piecesBetween("[", big, "]"))
     same(piecesBetween("[", [...big, '"x"'], "]"))
+    // bodies that together hold more than is kept (the oldest let go), each made right
+    for (let i = 1; i <= 6; i++) same(piecesBetween("[", big.slice(0, i * 2), "]"))
+    same(body(history))
     same([""])
     same(["ab", "cd"])
   })

@@ -48,8 +48,9 @@ interface Sent {
 /** The bodies of the last few requests (a crew's agents take turns), the latest first. */
 const recent: Array<Sent> = []
 const RECENT = 8
-/** A body larger than this is not kept (it would hold that much memory until the next ones). */
-const KEPT_BYTES = 8 * 1024 * 1024
+/** Most bytes the kept bodies hold together (the oldest go first); a body larger than that is not kept. */
+const KEPT_BYTES = 16 * 1024 * 1024
+let kept = 0
 
 /**
  * The pieces' UTF-8 bytes, in one buffer. A session's request starts with what its previous one
@@ -88,7 +89,8 @@ export const bytesOf = (pieces: ReadonlyArray<string>): Uint8Array => {
   }
   if (total <= KEPT_BYTES) {
     recent.unshift({ pieces, bytes: out, ends })
-    if (recent.length > RECENT) recent.pop()
+    kept += total
+    while (recent.length > RECENT || kept > KEPT_BYTES) kept -= recent.pop()!.bytes.length
   }
   return out
 }
