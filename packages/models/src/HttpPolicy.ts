@@ -192,6 +192,8 @@ export const isStreamingRequest = (request: HttpClientRequest.HttpClientRequest)
     )
   )
     return true
+  // (a body without the key at all is not copied into a string to be sure of it)
+  if (bytes.indexOf('"stream"') < 0) return false
   return looseStreamTrue(bytes.toString("latin1"), () => bytes.toString("utf8"))
 }
 

@@ -7,7 +7,8 @@
  *
  * @example
  * ```ts
- * const { json, betas } = requestBody(providerOptions, { max_tokens: 4096, model: "claude-sonnet-4-5" }, true)
+ * const { pieces, beta } = requestBody(providerOptions, { max_tokens: 4096, model: "claude-sonnet-4-5" }, true)
+ * const body = bytesOf(pieces) // (./joinJson.js)
  * const decoder = new StreamDecoder()
  * const { parts, error } = decoder.events(chunkOfSseEvents)
  * ```

@@ -55,7 +55,8 @@ let kept = 0
 /**
  * The pieces' UTF-8 bytes, in one buffer. A session's request starts with what its previous one
  * sent (the same history: the same string objects): those bytes are copied from that body in one
- * piece, and only what follows is encoded.
+ * piece, and only what follows is encoded. The array is kept (with the bytes, 16 MiB of bodies at
+ * most for the whole process): it must not change afterwards.
  */
 export const bytesOf = (pieces: ReadonlyArray<string>): Uint8Array => {
   const n = pieces.length
@@ -88,6 +89,11 @@ export const bytesOf = (pieces: ReadonlyArray<string>): Uint8Array => {
     ends[i] = at
   }
   if (total <= KEPT_BYTES) {
+    // the body this one extends has nothing this one has not: this one takes its place
+    if (from !== undefined && shared >= from.pieces.length - 1) {
+      recent.splice(recent.indexOf(from), 1)
+      kept -= from.bytes.length
+    }
     recent.unshift({ pieces, bytes: out, ends })
     kept += total
     while (recent.length > RECENT || kept > KEPT_BYTES) kept -= recent.pop()!.bytes.length
