@@ -117,17 +117,19 @@ const supervisors = (): Array<number> => {
     .map(([pid]) => pid)
 }
 
+/** A process's parent, or -1 once it is gone. */
+const parentOf = (pid: number): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+  } catch {
+    return -1
+  }
+}
+
 /** The supervisor of this process that a command matching `is` (its argv) runs under, if one does. */
 const supervisorOf = (is: (argv: ReadonlyArray<string>) => boolean): number | undefined => {
   const sups = new Set(supervisors())
-  const parent = (pid: number) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-    } catch {
-      return -1
-    }
-  }
   for (const name of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue
     try {
@@ -135,7 +137,7 @@ const supervisorOf = (is: (argv: ReadonlyArray<string>) => boolean): number | un
     } catch {
       continue
     }
-    for (let p = parent(Number(name)); p > 1; p = parent(p)) if (sups.has(p)) return p
+    for (let p = parentOf(Number(name)); p > 1; p = parentOf(p)) if (sups.has(p)) return p
   }
   return undefined
 }
@@ -859,14 +861,6 @@ const outcome = (child: Warm.WarmChild) =>
 /** The spare launches (bash running the shim) under this process's supervisors. */
 const spares = (): Array<number> => {
   const sups = new Set(supervisors())
-  const parent = (pid: number) => {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
-    } catch {
-      return -1
-    }
-  }
   const found: Array<number> = []
   for (const name of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue
@@ -878,7 +872,7 @@ const spares = (): Array<number> => {
     }
     // the launcher the supervisor started for the next command, not yet given one
     if (!argv[0]?.endsWith("bwrap") || !argv.some((a) => a.includes("muse-sandbox: cannot run"))) continue
-    if (sups.has(parent(Number(name)))) found.push(Number(name))
+    if (sups.has(parentOf(Number(name)))) found.push(Number(name))
   }
   return found
 }
