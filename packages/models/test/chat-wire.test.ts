@@ -122,7 +122,7 @@ describe("Chat Completions wire JSON", () => {
     }
     // the history rewritten (compacted) in the middle, a new string with the same text, the end changed
     same(body([...history.slice(0, 10), msg(99, "summary"), ...history.slice(40)]))
-    same(body([...history.slice(0, 10), `${history[10]!}`.slice(0), ...history.slice(11)]))
+    same(body([...history.slice(0, 10), ` ${history[10]!}`.slice(1), ...history.slice(11)]))
     same(body(history, ',"stream":true}'))
     same(
       body(

@@ -223,9 +223,7 @@ export const messagesJson = (
     if (kind === "system") system = `[${blocks.join(",")}]`
     else {
       if (messages.length > 0) messages.push(",")
-      messages.push(
-        kind === "user" ? OPEN_USER : kind === "assistant" ? OPEN_ASSISTANT : `{"role":"${kind}","content":[`
-      )
+      messages.push(kind === "user" ? OPEN_USER : OPEN_ASSISTANT)
       for (let b = 0; b < blocks.length; b++) {
         if (b > 0) messages.push(",")
         messages.push(blocks[b]!)

@@ -78,15 +78,12 @@ export const bytesOf = (pieces: ReadonlyArray<string>): Uint8Array => {
   let total = head
   for (let i = shared; i < n; i++) total += Buffer.byteLength(pieces[i]!, "utf8")
   const out = Buffer.allocUnsafe(total)
-  const ends: Array<number> = new Array(n)
-  if (from !== undefined && shared > 0) {
-    from.bytes.copy(out, 0, 0, head)
-    for (let i = 0; i < shared; i++) ends[i] = from.ends[i]!
-  }
+  if (from !== undefined && shared > 0) from.bytes.copy(out, 0, 0, head)
+  const ends = from === undefined ? [] : from.ends.slice(0, shared)
   let at = head
   for (let i = shared; i < n; i++) {
     at += out.write(pieces[i]!, at, "utf8")
-    ends[i] = at
+    ends.push(at)
   }
   if (total <= KEPT_BYTES) {
     // the body this one extends has nothing this one has not: this one takes its place

@@ -90,10 +90,10 @@ const unknownToolError = (ctx: ErrorContext, method: string, options: any, e: un
   )
 }
 
-/** Whether a stream failed because the connection was lost or closed early (worth asking once more). */
 /** Stands for the cut-short error of a stream not cut short (no error is this object). */
 const noCut = {}
 
+/** Whether a stream failed because the connection was lost or closed early (worth asking once more). */
 const isCut = (e: unknown, cutShort: unknown): boolean =>
   e === cutShort ||
   (AiError.isAiError(e) &&
@@ -149,7 +149,7 @@ export const wrap = (api: Api, ctx: ErrorContext, inner: LanguageModel.Service):
         let finished = false
         let pending = repeat
         // (made when the stream is cut short, not for every stream: an error takes a stack trace)
-        let cutShort: unknown
+        let cutShort: unknown = noCut
         const cut = () => {
           cutShort = incompleteStream(ctx, "streamText")
           return cutShort
@@ -183,7 +183,7 @@ export const wrap = (api: Api, ctx: ErrorContext, inner: LanguageModel.Service):
           Stream.filter((part) => part !== undefined),
           Stream.concat(Stream.suspend(() => (finished ? Stream.empty : Stream.fail(cut())))),
           Stream.catchAll((e) => {
-            if (retried || calledTool || !isCut(e, cutShort ?? noCut)) return Stream.fail(e)
+            if (retried || calledTool || !isCut(e, cutShort)) return Stream.fail(e)
             retried = true
             return attempt(shown)
           })
