@@ -92,7 +92,27 @@ export const COMMANDS: Readonly<Record<string, CommandSpec>> = {
     positionals: "one"
   },
   log: {
-    flags: [flag("agent", true), flag("type", true), flag("json", false), flag("cwd", true), flag("log", true), HELP],
+    flags: [
+      flag("agent", true),
+      flag("type", true),
+      flag("json", false),
+      flag("follow", false, { alias: "f" }),
+      flag("cwd", true),
+      flag("log", true),
+      HELP
+    ],
+    positionals: "one"
+  },
+  view: {
+    flags: [
+      flag("out", true, { alias: "o" }),
+      flag("open", false),
+      flag("serve", false),
+      flag("port", true),
+      flag("cwd", true),
+      flag("log", true),
+      HELP
+    ],
     positionals: "one"
   },
   trust: { flags: [flag("cwd", true), flag("revoke", false), flag("show", false), HELP], positionals: "none" },

@@ -360,13 +360,23 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         Options.optional
       ),
       json: Options.boolean("json").pipe(Options.withDescription("the raw events, one JSON object per line")),
+      follow: Options.boolean("follow").pipe(
+        Options.withAlias("f"),
+        Options.withDescription("keep printing events as they are stored, with progress lines, until the session ends")
+      ),
       cwd: shared.cwd,
       log: shared.log
     },
     (v) =>
       Effect.gen(function* () {
-        const { store } = yield* Session.storeFor(readFlags(v), env)
+        const { store, location } = yield* Session.storeFor(readFlags(v), env)
         const id = positionals[0] ?? (yield* Session.latestSession(store))
+        if (v.follow) {
+          const Follow = yield* Effect.promise(() => import("./follow.js"))
+          const filters = { agent: Option.getOrUndefined(v.agent), type: Option.getOrUndefined(v.type), json: v.json }
+          const writing = location.kind === "dir" ? Follow.fileWriter(location.dir, id) : undefined
+          return yield* Follow.follow({ session: id, store, writing, ...filters }, out, err)
+        }
         const { events } = yield* Session.readRecorded(id, store)
         if (events.length === 0) err.write(`session ${id} holds no events: it stopped before its task was recorded\n`)
         History.printLog(
@@ -376,6 +386,50 @@ export const main = async (pio: ProcessIo): Promise<number> => {
         )
       }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("The events of a session (the latest by default)"))
+
+  const view = Command.make(
+    "view",
+    {
+      session: Args.text({ name: "session" }).pipe(Args.optional),
+      out: Options.text("out").pipe(
+        Options.withAlias("o"),
+        Options.withDescription("where the page is written (default ./muse-<session>.html; - for stdout)"),
+        Options.optional
+      ),
+      open: Options.boolean("open").pipe(Options.withDescription("open the page in the browser")),
+      serve: Options.boolean("serve").pipe(
+        Options.withDescription("serve the page on 127.0.0.1, kept live while the session runs (until Ctrl-C)")
+      ),
+      port: Options.integer("port").pipe(
+        Options.withDescription("the port --serve listens on (default: a free one)"),
+        Options.optional
+      ),
+      cwd: shared.cwd,
+      log: shared.log
+    },
+    (v) =>
+      Effect.gen(function* () {
+        void v.session
+        const View = yield* Effect.promise(() => import("./view/command.js"))
+        exitCode = yield* View.run(
+          {
+            session: positionals[0],
+            out: Option.getOrUndefined(v.out),
+            open: v.open,
+            serve: v.serve,
+            port: Option.getOrUndefined(v.port),
+            flags: readFlags(v),
+            env
+          },
+          out,
+          err
+        )
+      })
+  ).pipe(
+    Command.withDescription(
+      "A session's timeline as one HTML page: lanes per agent, calls, costs, diffs (the latest by default)"
+    )
+  )
 
   const runner = Command.make(
     "runner",
@@ -462,7 +516,8 @@ export const main = async (pio: ProcessIo): Promise<number> => {
           })
         }
         const { store } = yield* Session.storeFor(readFlags({ cwd: Option.none(), log: v.log }), env)
-        yield* Cluster.attach(id, store, v.json, out)
+        const Follow = yield* Effect.promise(() => import("./follow.js"))
+        yield* Follow.follow({ session: id, store, json: v.json }, out, err)
       }).pipe(Effect.scoped)
   ).pipe(Command.withDescription("Follow a session's events as they are stored, until its task ends"))
 
@@ -602,7 +657,21 @@ export const main = async (pio: ProcessIo): Promise<number> => {
 
   const cli = Command.run(
     root.pipe(
-      Command.withSubcommands([run, sessions, resume, replay, log, trust, acp, rewind, fork, runner, submit, attach])
+      Command.withSubcommands([
+        run,
+        sessions,
+        resume,
+        replay,
+        log,
+        view,
+        trust,
+        acp,
+        rewind,
+        fork,
+        runner,
+        submit,
+        attach
+      ])
     ),
     {
       name: "muse",

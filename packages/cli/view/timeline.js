@@ -1,0 +1,878 @@
+// The timeline page of `muse view` (inlined into the page, allowed by its hash in the page's
+// Content-Security-Policy). Every text from the log is put in with textContent or as a property,
+// never parsed as markup. The summary and the details are deflate-raw blocks inflated with the
+// browser's DecompressionStream; a mark's details are inflated when it is clicked.
+;(() => {
+  const $ = (id) => document.getElementById(id)
+  const el = (tag, cls, text) => {
+    const e = document.createElement(tag)
+    if (cls) e.className = cls
+    if (text !== undefined) e.textContent = text
+    return e
+  }
+  const svgNs = "http://www.w3.org/2000/svg"
+  const svg = (tag, attrs) => {
+    const e = document.createElementNS(svgNs, tag)
+    for (const k in attrs) e.setAttribute(k, String(attrs[k]))
+    return e
+  }
+
+  const fromBase64 = (b64) => {
+    if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64)
+    const bin = atob(b64)
+    const out = new Uint8Array(bin.length)
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i)
+    return out
+  }
+  const inflate = async (b64) => {
+    const stream = new Blob([fromBase64(b64)]).stream().pipeThrough(new DecompressionStream("deflate-raw"))
+    return JSON.parse(await new Response(stream).text())
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // formatting
+
+  const fmtInt = (n) => Math.round(n).toLocaleString("en-US")
+  const fmtDur = (ms) => {
+    if (ms < 1000) return `${Math.round(ms)}ms`
+    if (ms < 60000) return `${(ms / 1000).toFixed(1)}s`
+    if (ms < 3600000) return `${Math.floor(ms / 60000)}m${String(Math.floor((ms % 60000) / 1000)).padStart(2, "0")}s`
+    return `${Math.floor(ms / 3600000)}h${String(Math.floor((ms % 3600000) / 60000)).padStart(2, "0")}m`
+  }
+  const fmtCost = (usd) => (usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`)
+  const two = (n) => String(n).padStart(2, "0")
+  const clock = (t) => {
+    const d = new Date(S.meta.t0 + t)
+    return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // state
+
+  /** @type {any} */
+  let S
+  /** marks: [id, lane, kind, start, end, status, label, files, link] */
+  let marks = []
+  const indexOf = new Map()
+  let byLane = []
+  const chunkCache = new Map()
+  const liveDetails = new Map()
+  let detailText = null
+  let v0 = 0
+  let v1 = 1
+  let selected = -1
+  let query = ""
+  let hits = null
+  const SPAN_KINDS = new Set(["turn", "task", "model", "tool", "approval", "rewind"])
+  const BAND_KINDS = new Set(["turn", "task"])
+
+  const kindOf = (m) => S.kinds[m[2]]
+  const statusOf = (m) => S.statuses[m[5]]
+  const endOf = (m) => (m[4] < 0 ? S.meta.last : m[4])
+  const rowOf = (m) => {
+    const k = kindOf(m)
+    return BAND_KINDS.has(k) ? 0 : SPAN_KINDS.has(k) ? 1 : 2
+  }
+
+  const index = () => {
+    indexOf.clear()
+    marks.forEach((m, i) => {
+      indexOf.set(m[0], i)
+    })
+    byLane = S.lanes.map(() => [[], [], []])
+    for (const m of marks) byLane[m[1]]?.[rowOf(m)].push(m)
+    for (const rows of byLane) for (const r of rows) r.sort((a, b) => a[3] - b[3] || a[0] - b[0])
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // layout
+
+  const body = document.body
+  const build = () => {
+    body.textContent = ""
+    const head = el("header", "head")
+    head.id = "head"
+    const h1 = el("h1", "", S.meta.title || S.meta.session)
+    h1.id = "title"
+    head.append(h1)
+    const sub = el("div", "sub")
+    sub.id = "sub"
+    head.append(sub)
+    body.append(head)
+
+    const stats = el("section", "stats")
+    stats.id = "stats"
+    body.append(stats)
+
+    const bar = el("div", "bar")
+    const search = el("input", "search")
+    search.id = "search"
+    search.type = "search"
+    search.placeholder = "search files, tools, text…"
+    search.autocomplete = "off"
+    search.spellcheck = false
+    bar.append(search)
+    for (const [id, text, tip] of [
+      ["zoom-out", "−", "zoom out"],
+      ["zoom-in", "+", "zoom in"],
+      ["fit", "fit", "the whole session"]
+    ]) {
+      const b = el("button", "btn", text)
+      b.id = id
+      b.title = tip
+      bar.append(b)
+    }
+    const count = el("span", "count")
+    count.id = "count"
+    bar.append(count)
+    const legend = el("span", "legend")
+    for (const k of [
+      "model",
+      "tool",
+      "approval",
+      "report",
+      "delivery",
+      "review",
+      "merge",
+      "compaction",
+      "interrupt",
+      "resume",
+      "failure"
+    ]) {
+      const item = el("span", `key k-${k}`, k)
+      legend.append(item)
+    }
+    bar.append(legend)
+    body.append(bar)
+
+    const main = el("div", "main")
+    const left = el("div", "left")
+    const tl = el("div", "timeline")
+    tl.id = "timeline"
+    const axis = el("div", "axis")
+    axis.id = "axis"
+    tl.append(axis)
+    const lanes = el("div", "lanes")
+    lanes.id = "lanes"
+    tl.append(lanes)
+    const links = svg("svg", { class: "links", id: "links" })
+    tl.append(links)
+    left.append(tl)
+    const charts = el("section", "charts")
+    charts.id = "charts"
+    left.append(charts)
+    main.append(left)
+    const detail = el("aside", "detail")
+    detail.id = "detail"
+    detail.append(
+      el(
+        "p",
+        "hint",
+        "Click a mark for its details: the prompt, a tool's input and output, a file's diff, a reviewer's critique."
+      )
+    )
+    main.append(detail)
+    body.append(main)
+
+    const tables = el("section", "tables")
+    tables.id = "tables"
+    body.append(tables)
+    const results = el("section", "results")
+    results.id = "results"
+    body.append(results)
+    const foot = el("footer", "foot", `muse view · ${S.generatedBy ?? ""}`)
+    body.append(foot)
+  }
+
+  const buildLanes = () => {
+    const lanes = $("lanes")
+    lanes.textContent = ""
+    S.lanes.forEach((l, i) => {
+      const row = el("div", `lane role-${l[1].replace(/[^a-z0-9-]/gi, "")}`)
+      row.dataset.lane = String(i)
+      const name = el("div", "name")
+      name.append(el("span", "agent", l[0]))
+      if (l[1] !== l[0]) name.append(el("span", "role", l[1]))
+      row.append(name)
+      const track = el("div", "track")
+      track.dataset.lane = String(i)
+      row.append(track)
+      lanes.append(row)
+    })
+  }
+
+  const trackWidth = () => {
+    const t = document.querySelector(".track")
+    return t ? t.clientWidth : 800
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // drawing
+
+  const drawAxis = (W) => {
+    const axis = $("axis")
+    axis.textContent = ""
+    const span = v1 - v0
+    const steps = [1e3, 2e3, 5e3, 1e4, 3e4, 6e4, 12e4, 3e5, 6e5, 18e5, 36e5, 72e5, 108e5, 216e5, 432e5, 864e5]
+    const want = span / Math.max(2, W / 110)
+    const step = steps.find((s) => s >= want) ?? steps[steps.length - 1]
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const tick = el("span", "tick", clock(t))
+      tick.style.left = `${((t - v0) / span) * W}px`
+      axis.append(tick)
+    }
+  }
+
+  const lowerBound = (arr, t) => {
+    let lo = 0
+    let hi = arr.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (endOf(arr[mid]) < t && arr[mid][3] < t) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
+  const drawn = new Map()
+  const drawTracks = (W) => {
+    drawn.clear()
+    const span = v1 - v0
+    const x = (t) => ((t - v0) / span) * W
+    const tracks = document.querySelectorAll(".track")
+    let count = 0
+    tracks.forEach((track) => {
+      const lane = Number(track.dataset.lane)
+      const frag = document.createDocumentFragment()
+      const rows = byLane[lane] ?? [[], [], []]
+      rows.forEach((arr, row) => {
+        // bands and bars may start before the window and reach into it: scan from a little before
+        let i = row === 2 ? lowerBound(arr, v0) : 0
+        let cluster = null
+        const flush = () => {
+          if (!cluster) return
+          const c = cluster
+          cluster = null
+          if (c.n === 1) {
+            const m = c.first
+            const k = kindOf(m)
+            const d = el("div", `m r${row} k-${k} s-${statusOf(m)}`)
+            d.dataset.id = String(m[0])
+            d.style.left = `${c.x0}px`
+            if (row < 2) d.style.width = `${Math.max(2, c.x1 - c.x0)}px`
+            d.title = `${k}: ${m[6]}`
+            if (m[0] === selected) d.classList.add("sel")
+            if (hits?.has(m[0])) d.classList.add("hit")
+            frag.append(d)
+            drawn.set(m[0], { lane, row, x: c.x0 })
+          } else {
+            const d = el("div", `m r${row} cluster k-${kindOf(c.first)}`)
+            d.dataset.from = String(c.t0)
+            d.dataset.to = String(c.t1)
+            d.style.left = `${c.x0}px`
+            d.style.width = `${Math.max(3, c.x1 - c.x0)}px`
+            d.title = `${c.n} marks (click to zoom in)`
+            if (c.hit) d.classList.add("hit")
+            frag.append(d)
+          }
+          count++
+        }
+        for (; i < arr.length; i++) {
+          const m = arr[i]
+          const s = m[3]
+          if (s > v1) break
+          const e = row === 2 ? s : endOf(m)
+          if (e < v0) continue
+          const x0 = Math.max(-2, x(s))
+          const x1 = Math.min(W + 2, x(e))
+          const hit = hits?.has(m[0]) ?? false
+          if (
+            cluster &&
+            x0 < cluster.x1 + (row === 2 ? 1 : 1.5) &&
+            (x1 - x0 < 3 || cluster.n > 1 || cluster.x1 - cluster.x0 < 3)
+          ) {
+            cluster.n++
+            cluster.x1 = Math.max(cluster.x1, x1, x0 + (row === 2 ? 0 : 2))
+            cluster.t1 = Math.max(cluster.t1, e)
+            cluster.hit = cluster.hit || hit
+            continue
+          }
+          flush()
+          cluster = { n: 1, first: m, x0, x1, t0: s, t1: e, hit }
+        }
+        flush()
+      })
+      track.textContent = ""
+      track.append(frag)
+    })
+    $("count").textContent = `${fmtInt(count)} shown of ${fmtInt(marks.length)} marks`
+  }
+
+  const drawLinks = (W) => {
+    const links = $("links")
+    links.textContent = ""
+    const tlBox = $("timeline").getBoundingClientRect()
+    const first = document.querySelector(".track")
+    if (!first) return
+    const trackLeft = first.getBoundingClientRect().left - tlBox.left
+    links.setAttribute("width", String(tlBox.width))
+    links.setAttribute("height", String(tlBox.height))
+    const laneY = new Map()
+    document.querySelectorAll(".track").forEach((t) => {
+      const b = t.getBoundingClientRect()
+      laneY.set(Number(t.dataset.lane), b.top - tlBox.top + b.height * 0.78)
+    })
+    let n = 0
+    for (const [id, at] of drawn) {
+      if (at.row !== 2) continue
+      const m = marks[indexOf.get(id)]
+      if (!m || m[8] < 0 || kindOf(m) !== "report") continue
+      const to = marks[indexOf.get(m[8])]
+      if (!to) continue
+      const x1 = trackLeft + at.x
+      const x2 = trackLeft + ((to[3] - v0) / (v1 - v0)) * W
+      const line = svg("path", {
+        d: `M${x1},${laneY.get(m[1])} C${x1},${laneY.get(to[1]) - 10} ${x2},${laneY.get(m[1]) + 10} ${x2},${laneY.get(to[1])}`,
+        class: "link"
+      })
+      links.append(line)
+      if (++n > 400) break
+    }
+  }
+
+  // charts: cumulative tokens, cumulative cost, context size per call
+  const drawCharts = () => {
+    const box = $("charts")
+    box.textContent = ""
+    const W = trackWidth()
+    const span = v1 - v0
+    const H = 70
+    const chart = (title, series, fmt) => {
+      const wrap = el("div", "chart")
+      const head = el("div", "chart-title", title)
+      wrap.append(head)
+      const s = svg("svg", { width: W, height: H, class: "plot" })
+      let max = 0
+      for (const ser of series) for (const p of ser.points) max = Math.max(max, p[1])
+      if (max === 0) max = 1
+      for (const ser of series) {
+        // one point per pixel column (its largest value) keeps long sessions cheap to draw
+        const cols = new Map()
+        for (const p of ser.points) {
+          if (p[0] < v0 || p[0] > v1) continue
+          const cx = Math.round(((p[0] - v0) / span) * W)
+          cols.set(cx, Math.max(cols.get(cx) ?? 0, p[1]))
+        }
+        const pts = [...cols.entries()].sort((a, b) => a[0] - b[0])
+        if (pts.length === 0) continue
+        const d = pts
+          .map(([cx, v], i) => `${i === 0 ? "M" : "L"}${cx},${(H - 4 - (v / max) * (H - 10)).toFixed(1)}`)
+          .join(" ")
+        s.append(svg("path", { d, class: `series ${ser.cls}` }))
+      }
+      wrap.append(s)
+      head.append(el("span", "chart-max", ` max ${fmt(max)}`))
+      box.append(wrap)
+    }
+    let tok = 0
+    let cost = 0
+    let known = false
+    const tokens = []
+    const costs = []
+    const context = S.lanes.map(() => [])
+    for (const u of S.usage) {
+      tok += u[2] + u[3]
+      tokens.push([u[0], tok])
+      if (u[5] >= 0) {
+        cost += u[5]
+        known = true
+      }
+      costs.push([u[0], cost])
+      context[u[1]]?.push([u[0], u[2]])
+    }
+    chart("tokens so far", [{ points: tokens, cls: "c0" }], fmtInt)
+    if (known) chart("cost so far", [{ points: costs, cls: "c1" }], fmtCost)
+    chart(
+      "context size (input tokens of each model call, by agent)",
+      context.map((points, i) => ({ points, cls: `c${(i % 6) + 2}` })),
+      fmtInt
+    )
+  }
+
+  const drawAll = () => {
+    const W = trackWidth()
+    drawAxis(W)
+    drawTracks(W)
+    drawLinks(W)
+    drawCharts()
+  }
+
+  let pending = false
+  const redraw = () => {
+    if (pending) return
+    pending = true
+    requestAnimationFrame(() => {
+      pending = false
+      drawAll()
+    })
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // stats and tables
+
+  const fillStats = () => {
+    const meta = S.meta
+    const sub = $("sub")
+    sub.textContent = ""
+    const parts = [
+      `session ${meta.session}`,
+      meta.model ? `model ${meta.model}` : "",
+      meta.root,
+      `started ${new Date(meta.t0).toLocaleString()}`,
+      S.live ? "live" : "",
+      meta.fork ? `fork of ${meta.fork.session} at seq ${meta.fork.seq}` : ""
+    ].filter((p) => p)
+    for (const p of parts) sub.append(el("span", p === "live" ? "pill live" : "pill", p))
+    let model = 0
+    let modelMs = 0
+    let tool = 0
+    let toolMs = 0
+    let tin = 0
+    let tout = 0
+    let cached = 0
+    let cost = 0
+    let priced = false
+    const per = S.lanes.map(() => ({ model: 0, modelMs: 0, tool: 0, toolMs: 0, tokens: 0, cost: 0 }))
+    for (const m of marks) {
+      const k = kindOf(m)
+      const dur = Math.max(0, endOf(m) - m[3])
+      if (k === "model") {
+        model++
+        modelMs += dur
+        per[m[1]].model++
+        per[m[1]].modelMs += dur
+      } else if (k === "tool" || k === "merge" || k === "report" || k === "verdict") {
+        tool++
+        toolMs += dur
+        per[m[1]].tool++
+        per[m[1]].toolMs += dur
+      }
+    }
+    for (const u of S.usage) {
+      tin += u[2]
+      tout += u[3]
+      cached += u[4]
+      per[u[1]].tokens += u[2] + u[3]
+      if (u[5] >= 0) {
+        cost += u[5]
+        per[u[1]].cost += u[5]
+        priced = true
+      }
+    }
+    const stats = $("stats")
+    stats.textContent = ""
+    const card = (label, value, note) => {
+      const c = el("div", "card")
+      c.append(el("div", "value", value), el("div", "label", label))
+      if (note) c.append(el("div", "note", note))
+      stats.append(c)
+    }
+    card("elapsed", fmtDur(meta.last), `${fmtInt(meta.events)} events`)
+    card("agents", String(S.lanes.length), S.lanes.map((l) => l[0]).join(", "))
+    card("model calls", fmtInt(model), `${fmtDur(modelMs)} waiting on models`)
+    card("tool calls", fmtInt(tool), `${fmtDur(toolMs)} running tools`)
+    card("tokens", fmtInt(tin + tout), `${fmtInt(tin)} in (${fmtInt(cached)} cached) · ${fmtInt(tout)} out`)
+    card("cost", priced ? fmtCost(cost) : "—", priced ? "" : "the model's price is not known")
+
+    const tables = $("tables")
+    tables.textContent = ""
+    const table = (title, head, rows, onClick) => {
+      const wrap = el("div", "table")
+      wrap.append(el("h2", "", title))
+      const t = el("table")
+      const tr = el("tr")
+      for (const h of head) tr.append(el("th", "", h))
+      t.append(tr)
+      for (const r of rows) {
+        const row = el("tr")
+        for (const c of r.cells) row.append(el("td", "", c))
+        if (onClick && r.id !== undefined) {
+          row.className = "click"
+          row.dataset.id = String(r.id)
+        }
+        t.append(row)
+      }
+      wrap.append(t)
+      tables.append(wrap)
+      return t
+    }
+    table(
+      "time by agent: model vs tools",
+      ["agent", "model calls", "model time", "tool calls", "tool time", "tokens", "cost"],
+      S.lanes.map((l, i) => ({
+        cells: [
+          l[0],
+          fmtInt(per[i].model),
+          fmtDur(per[i].modelMs),
+          fmtInt(per[i].tool),
+          fmtDur(per[i].toolMs),
+          fmtInt(per[i].tokens),
+          priced ? fmtCost(per[i].cost) : "—"
+        ]
+      }))
+    )
+    const slow = marks
+      .filter((m) => {
+        const k = kindOf(m)
+        return k === "model" || k === "tool" || k === "merge"
+      })
+      .map((m) => [endOf(m) - m[3], m])
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, 12)
+    table(
+      "slowest calls",
+      ["took", "agent", "kind", "what"],
+      slow.map(([d, m]) => ({ id: m[0], cells: [fmtDur(d), S.lanes[m[1]]?.[0] ?? "?", kindOf(m), m[6]] })),
+      true
+    )
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // details
+
+  const chunkOf = async (idx) => {
+    const c = Math.floor(idx / S.chunk)
+    let got = chunkCache.get(c)
+    if (!got) {
+      got = inflate(store[c])
+      chunkCache.set(c, got)
+    }
+    return (await got)[idx - c * S.chunk]
+  }
+  const detailOf = async (id) => {
+    if (liveDetails.has(id)) return liveDetails.get(id)
+    const idx = indexOf.get(id)
+    if (idx === undefined || idx >= store.length * S.chunk) return null
+    return chunkOf(idx)
+  }
+
+  const showDetail = async (id) => {
+    selected = id
+    for (const d of document.querySelectorAll(".m.sel")) d.classList.remove("sel")
+    const node = document.querySelector(`.m[data-id="${id}"]`)
+    if (node) node.classList.add("sel")
+    const box = $("detail")
+    box.textContent = ""
+    const m = marks[indexOf.get(id)]
+    if (!m) return
+    box.append(el("p", "hint", "loading…"))
+    const d = await detailOf(id)
+    if (selected !== id) return
+    box.textContent = ""
+    box.dataset.id = String(id)
+    box.dataset.kind = kindOf(m)
+    const close = el("button", "btn close", "×")
+    close.id = "close"
+    close.title = "close"
+    box.append(close)
+    box.append(el("h2", `k-${kindOf(m)}`, d ? d[0] : `${kindOf(m)}: ${m[6]}`))
+    if (!d) {
+      box.append(el("p", "hint", "No details for this mark."))
+      return
+    }
+    const rows = el("table", "rows")
+    for (const [k, v] of d[1]) {
+      const tr = el("tr")
+      tr.append(el("th", "", k), el("td", "", v))
+      rows.append(tr)
+    }
+    box.append(rows)
+    for (const [title, kind, text] of d[2]) {
+      const sec = el("section", `sec sec-${kind}`)
+      sec.append(el("h3", "", title))
+      const pre = el("pre", kind === "diff" ? "diff" : "")
+      if (kind === "diff") {
+        for (const l of text.split("\n")) {
+          const cls =
+            l.startsWith("+++") || l.startsWith("---")
+              ? "dh"
+              : l.startsWith("@@")
+                ? "dc"
+                : l.startsWith("+")
+                  ? "da"
+                  : l.startsWith("-")
+                    ? "dr"
+                    : ""
+          pre.append(el("span", cls, `${l}\n`))
+        }
+      } else pre.textContent = text
+      sec.append(pre)
+      box.append(sec)
+    }
+  }
+
+  const focusOn = (id) => {
+    const m = marks[indexOf.get(id)]
+    if (!m) return
+    const span = v1 - v0
+    const mid = (m[3] + endOf(m)) / 2
+    if (m[3] < v0 || m[3] > v1) {
+      v0 = Math.max(0, mid - span / 2)
+      v1 = v0 + span
+    }
+    showDetail(id)
+    redraw()
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // search
+
+  const loadAllDetails = async () => {
+    if (detailText) return
+    const texts = new Map()
+    for (let c = 0; c < store.length; c++) {
+      const got = chunkCache.get(c) ?? inflate(store[c])
+      chunkCache.set(c, got)
+      const list = await got
+      list.forEach((d, j) => {
+        const m = marks[c * S.chunk + j]
+        if (m) texts.set(m[0], `${d[1].map((r) => r[1]).join(" ")} ${d[2].map((s) => s[2]).join(" ")}`.toLowerCase())
+      })
+    }
+    detailText = texts
+    if (query) runSearch()
+  }
+
+  const runSearch = () => {
+    const results = $("results")
+    results.textContent = ""
+    if (!query) {
+      hits = null
+      body.classList.remove("searching")
+      redraw()
+      return
+    }
+    hits = new Set()
+    const list = []
+    for (const m of marks) {
+      const hay = `${m[6]}\n${m[7]}\n${S.lanes[m[1]]?.[0] ?? ""} ${kindOf(m)}`.toLowerCase()
+      if (hay.includes(query) || detailText?.get(m[0])?.includes(query)) {
+        hits.add(m[0])
+        if (list.length < 200) list.push(m)
+      }
+    }
+    body.classList.add("searching")
+    results.append(
+      el(
+        "h2",
+        "",
+        `${fmtInt(hits.size)} marks match “${query}”${detailText ? "" : " (searching the details too once they are loaded)"}`
+      )
+    )
+    const ul = el("ul", "hits")
+    for (const m of list) {
+      const li = el("li", "click")
+      li.dataset.id = String(m[0])
+      li.append(
+        el("span", `key k-${kindOf(m)}`, kindOf(m)),
+        el("span", "who", S.lanes[m[1]]?.[0] ?? "?"),
+        el("span", "at", clock(m[3])),
+        el("span", "what", m[6])
+      )
+      ul.append(li)
+    }
+    results.append(ul)
+    redraw()
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // interaction
+
+  const zoom = (factor, at) => {
+    const span = v1 - v0
+    const full = Math.max(1000, S.meta.last)
+    const next = Math.min(full * 1.05, Math.max(200, span * factor))
+    const c = at ?? v0 + span / 2
+    const r = (c - v0) / span
+    v0 = c - r * next
+    v1 = v0 + next
+    clampView()
+    redraw()
+  }
+  const clampView = () => {
+    const full = Math.max(1000, S.meta.last)
+    const span = v1 - v0
+    if (v0 < -full * 0.02) {
+      v0 = -full * 0.02
+      v1 = v0 + span
+    }
+    if (v1 > full * 1.03) {
+      v1 = full * 1.03
+      v0 = v1 - span
+    }
+  }
+  const fit = () => {
+    const full = Math.max(1000, S.meta.last)
+    v0 = -full * 0.01
+    v1 = full * 1.02
+    redraw()
+  }
+
+  const wire = () => {
+    const tl = $("timeline")
+    tl.addEventListener(
+      "wheel",
+      (ev) => {
+        ev.preventDefault()
+        const first = document.querySelector(".track")
+        if (!first) return
+        const box = first.getBoundingClientRect()
+        const at = v0 + ((ev.clientX - box.left) / box.width) * (v1 - v0)
+        if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
+          const d = (ev.shiftKey ? ev.deltaY : ev.deltaX) / box.width
+          v0 += d * (v1 - v0)
+          v1 += d * (v1 - v0)
+          clampView()
+          redraw()
+        } else zoom(ev.deltaY > 0 ? 1.25 : 0.8, at)
+      },
+      { passive: false }
+    )
+    let drag = null
+    tl.addEventListener("mousedown", (ev) => {
+      if (ev.button !== 0) return
+      drag = { x: ev.clientX, v0, v1, moved: false }
+    })
+    window.addEventListener("mousemove", (ev) => {
+      if (!drag) return
+      const dx = ev.clientX - drag.x
+      if (Math.abs(dx) > 3) drag.moved = true
+      if (!drag.moved) return
+      const d = (dx / trackWidth()) * (drag.v1 - drag.v0)
+      v0 = drag.v0 - d
+      v1 = drag.v1 - d
+      clampView()
+      redraw()
+    })
+    window.addEventListener("mouseup", () => {
+      setTimeout(() => {
+        drag = null
+      }, 0)
+    })
+    tl.addEventListener("click", (ev) => {
+      if (drag?.moved) return
+      const t = ev.target
+      if (!(t instanceof HTMLElement) || !t.classList.contains("m")) return
+      if (t.classList.contains("cluster")) {
+        const from = Number(t.dataset.from)
+        const to = Number(t.dataset.to)
+        const pad = Math.max(100, (to - from) * 0.2)
+        v0 = from - pad
+        v1 = to + pad
+        redraw()
+        return
+      }
+      showDetail(Number(t.dataset.id))
+    })
+    document.addEventListener("click", (ev) => {
+      const t = ev.target
+      if (!(t instanceof HTMLElement)) return
+      if (t.id === "close") {
+        selected = -1
+        $("detail").textContent = ""
+        redraw()
+        return
+      }
+      const row = t.closest(".click")
+      if (row instanceof HTMLElement && row.dataset.id) focusOn(Number(row.dataset.id))
+    })
+    $("zoom-in").addEventListener("click", () => zoom(0.5))
+    $("zoom-out").addEventListener("click", () => zoom(2))
+    $("fit").addEventListener("click", fit)
+    let timer = 0
+    $("search").addEventListener("input", (ev) => {
+      clearTimeout(timer)
+      timer = setTimeout(() => {
+        query = ev.target.value.trim().toLowerCase()
+        runSearch()
+      }, 120)
+    })
+    window.addEventListener("resize", redraw)
+    document.addEventListener("keydown", (ev) => {
+      if (ev.target instanceof HTMLInputElement) return
+      if (ev.key === "+" || ev.key === "=") zoom(0.5)
+      else if (ev.key === "-") zoom(2)
+      else if (ev.key === "0") fit()
+      else if (ev.key === "/") {
+        ev.preventDefault()
+        $("search").focus()
+      }
+    })
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // live updates (muse view --serve)
+
+  const goLive = () => {
+    const source = new EventSource(S.live)
+    const status = document.querySelector(".pill.live")
+    source.addEventListener("update", (ev) => {
+      const u = JSON.parse(ev.data)
+      const atEnd = v1 >= S.meta.last * 0.98
+      for (const l of u.lanes) S.lanes.push(l)
+      let added = false
+      for (const m of u.marks) {
+        const at = indexOf.get(m[0])
+        if (at === undefined) {
+          indexOf.set(m[0], marks.length)
+          marks.push(m)
+          added = true
+        } else marks[at] = m
+      }
+      for (const [id, d] of u.details) liveDetails.set(id, d)
+      for (const p of u.usage) S.usage.push(p)
+      S.meta = u.meta
+      if (u.lanes.length > 0) buildLanes()
+      index()
+      if (atEnd) {
+        const span = v1 - v0
+        v1 = S.meta.last * 1.02
+        v0 = Math.max(v1 - span, -S.meta.last * 0.01)
+      }
+      fillStats()
+      if (query && added) runSearch()
+      else redraw()
+      if (selected >= 0 && u.marks.some((m) => m[0] === selected)) showDetail(selected)
+    })
+    source.addEventListener("open", () => status?.classList.remove("lost"))
+    source.addEventListener("error", () => status?.classList.add("lost"))
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // start
+
+  let store = []
+  const start = async () => {
+    S = await inflate(JSON.parse($("summary").textContent))
+    store = JSON.parse($("store").textContent)
+    marks = S.marks
+    index()
+    build()
+    buildLanes()
+    fit()
+    fillStats()
+    wire()
+    drawAll()
+    body.dataset.ready = "true"
+    performance.mark("muse-view-usable")
+    if (S.live) goLive()
+    // the details are searched too, once inflated (after the page is usable)
+    const idle = window.requestIdleCallback ?? ((f) => setTimeout(f, 200))
+    idle(() => void loadAllDetails())
+  }
+  start().catch((e) => {
+    const p = el("pre", "fatal", `This page could not be drawn: ${e?.message ? e.message : String(e)}`)
+    document.body.append(p)
+    document.body.dataset.ready = "failed"
+  })
+})()
