@@ -581,7 +581,17 @@
       return
     }
     const rows = el("table", "rows")
-    for (const [k, v] of d[1]) {
+    const lane = S.lanes[m[1]] ?? ["?", "?"]
+    const when = new Date(S.meta.t0 + m[3])
+    const own = [
+      ["agent", lane[1] !== lane[0] ? `${lane[0]} (${lane[1]})` : lane[0]],
+      ["at", `${when.toLocaleDateString()} ${clock(m[3])}.${String(when.getMilliseconds()).padStart(3, "0")}`]
+    ]
+    if (m[4] < 0) own.push(["state", "in flight (no outcome in the log yet)"])
+    else if (m[4] > m[3]) own.push(["took", fmtDur(m[4] - m[3])])
+    if (statusOf(m) !== "ok" && statusOf(m) !== "open") own.push(["status", statusOf(m)])
+    if (m[7]) own.push(["files", m[7].split("\n").join(", ")])
+    for (const [k, v] of [...own, ...d[1]]) {
       const tr = el("tr")
       tr.append(el("th", "", k), el("td", "", v))
       rows.append(tr)
@@ -627,8 +637,12 @@
   // ------------------------------------------------------------------------------------------
   // search
 
-  const loadAllDetails = async () => {
-    if (detailText) return
+  let loading = null
+  const loadAllDetails = () => {
+    loading ??= inflateAll()
+    return loading
+  }
+  const inflateAll = async () => {
     const texts = new Map()
     for (let c = 0; c < store.length; c++) {
       const got = chunkCache.get(c) ?? inflate(store[c])
@@ -661,6 +675,8 @@
         if (list.length < 200) list.push(m)
       }
     }
+    // the details are searched too, once inflated (on the first search: a page only looked at never pays for it)
+    if (!detailText) void loadAllDetails()
     body.classList.add("searching")
     results.append(
       el(
@@ -866,9 +882,6 @@
     body.dataset.ready = "true"
     performance.mark("muse-view-usable")
     if (S.live) goLive()
-    // the details are searched too, once inflated (after the page is usable)
-    const idle = window.requestIdleCallback ?? ((f) => setTimeout(f, 200))
-    idle(() => void loadAllDetails())
   }
   start().catch((e) => {
     const p = el("pre", "fatal", `This page could not be drawn: ${e?.message ? e.message : String(e)}`)

@@ -27,17 +27,24 @@ export interface Detail {
 }
 
 /** Longest text of one section (a page holds thousands of them). */
-export const SECTION_MAX = 6000
+export const SECTION_MAX = 4000
 
-/** Text made safe to show over several lines, cut to `max` characters (saying so). */
-export const block = (v: unknown, max = SECTION_MAX): string => {
+/**
+ * Text made safe to show over several lines, cut to `max` characters (saying so): its head, or its
+ * tail (`"tail"`: a command's output, whose end says how it went).
+ */
+export const block = (v: unknown, max = SECTION_MAX, keep: "head" | "tail" = "head"): string => {
   const s = typeof v === "string" ? v : v === undefined ? "" : (JSON.stringify(v, null, 2) ?? "")
+  const more = `${Render.fmtInt(s.length - max)} more characters (muse log --json has all of it)`
   const cut =
-    s.length > max
-      ? `${s.slice(0, max)}\n… ${Render.fmtInt(s.length - max)} more characters (muse log --json has all of it)`
-      : s
+    s.length <= max ? s : keep === "tail" ? `… ${more}\n${s.slice(s.length - max)}` : `${s.slice(0, max)}\n… ${more}`
   return escapeUnsafe(cut, plain, { newlines: true, tabs: "keep" })
 }
+
+/** Shorter limits for what is only a reminder in a page: a file read (it is in the repository), a prompt's excerpt. */
+const CONTENT_MAX = 1200
+const EXCERPT_MAX = 1500
+const INPUT_MAX = 2000
 
 const obj = (u: unknown): Record<string, any> =>
   typeof u === "object" && u !== null && !Array.isArray(u) ? (u as Record<string, any>) : {}
@@ -53,6 +60,8 @@ export const blobsOf = (m: Mark): Array<string> => {
   return out
 }
 
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1)}…` : s)
+
 /** The text of one prompt message, for the excerpt. */
 const messageText = (m: any): string => {
   const role = String(m?.role ?? "?")
@@ -63,11 +72,11 @@ const messageText = (m: any): string => {
       : []
   const body = parts
     .map((p) => {
-      if (p?.type === "text") return String(p.text ?? "")
-      if (p?.type === "tool-call") return `→ ${p.name}(${JSON.stringify(p.params ?? {}).slice(0, 400)})`
+      // what an earlier mark holds whole (the previous response, a tool's call and result) is only recalled here
+      if (p?.type === "text") return role === "assistant" ? clip(String(p.text ?? ""), 160) : String(p.text ?? "")
+      if (p?.type === "tool-call") return `→ ${p.name}(${clip(JSON.stringify(p.params ?? {}), 160)})`
       if (p?.type === "tool-result") {
-        const r = typeof p.result === "string" ? p.result : JSON.stringify(p.result ?? null)
-        return `← ${p.name}: ${(r ?? "").slice(0, 800)}`
+        return `← ${p.name}: ${clip(typeof p.result === "string" ? p.result : (JSON.stringify(p.result ?? null) ?? ""), 160)}`
       }
       if (p?.type === "file") return `[file ${p.mediaType ?? ""}]`
       return `[${p?.type ?? "part"}]`
@@ -86,15 +95,16 @@ const fmtAt = (t0: number, at: number) => {
 export const of = (m: Mark, t: Timeline, blob: (hash: string) => string | undefined = () => undefined): Detail => {
   const rows: Array<readonly [string, string]> = []
   const sections: Array<Section> = []
-  const lane = t.lanes[m.lane]
-  rows.push(["agent", `${lane?.name ?? "?"}${lane && lane.role !== lane.name ? ` (${lane.role})` : ""}`])
-  rows.push(["at", `${fmtAt(t.meta.t0, m.start)} · seq ${m.events.map((e) => e.seq).join(", ")}`])
-  if (m.end !== null && m.end > m.start) rows.push(["took", Render.fmtDuration(m.end - m.start)])
-  if (m.end === null) rows.push(["state", "in flight (no outcome in the log yet)"])
-  if (m.status !== "ok" && m.status !== "open") rows.push(["status", m.status])
-  if (m.files.length > 0) rows.push(["files", m.files.join(", ")])
-  const text = (title: string, v: unknown, kind: Section["kind"] = "text") => {
-    const b = block(v)
+  // (the agent, the times, the status and the files are in the mark itself: the page shows them from there)
+  rows.push(["seq", m.events.map((e) => e.seq).join(", ")])
+  const text = (
+    title: string,
+    v: unknown,
+    kind: Section["kind"] = "text",
+    max = SECTION_MAX,
+    keep: "head" | "tail" = "head"
+  ) => {
+    const b = block(v, max, keep)
     if (b.trim() !== "") sections.push({ title, kind, text: b })
   }
   const resolved = (d: Record<string, any>): unknown => {
@@ -118,7 +128,12 @@ export const of = (m: Mark, t: Timeline, blob: (hash: string) => string | undefi
           `${d.messages ?? "?"} messages (${Array.isArray(d.appended) ? d.appended.length : 0} new)`
         ])
         const appended: Array<unknown> = Array.isArray(d.appended) ? d.appended : []
-        text("prompt excerpt (what is new since the previous call)", appended.slice(-6).map(messageText).join("\n\n"))
+        text(
+          "prompt excerpt (what is new since the previous call)",
+          appended.slice(-6).map(messageText).join("\n\n"),
+          "text",
+          EXCERPT_MAX
+        )
         break
       }
       case "model.responded": {
@@ -129,7 +144,7 @@ export const of = (m: Mark, t: Timeline, blob: (hash: string) => string | undefi
         ])
         if (d.finishReason) rows.push(["finish", String(d.finishReason)])
         text("response", d.text)
-        if (Array.isArray(d.toolCalls) && d.toolCalls.length > 0) text("tool calls", d.toolCalls, "json")
+        if (Array.isArray(d.toolCalls) && d.toolCalls.length > 0) text("tool calls", d.toolCalls, "json", INPUT_MAX)
         break
       }
       case "model.failed":
@@ -137,8 +152,7 @@ export const of = (m: Mark, t: Timeline, blob: (hash: string) => string | undefi
         break
       case "tool.started":
         rows.push(["tool", `${String(d.tool ?? "")} (${String(d.effect ?? "?")})`])
-        if (typeof d.summary === "string") rows.push(["call", escapeUnsafe(d.summary.slice(0, 400), plain)])
-        text("input", d.params, "json")
+        text("input", d.params, "json", INPUT_MAX)
         break
       case "tool.completed": {
         const r = resolved(d)
@@ -151,9 +165,9 @@ export const of = (m: Mark, t: Timeline, blob: (hash: string) => string | undefi
           const { diff: _diff, ...rest } = ro
           text("output", rest, "json")
         } else if (typeof ro.output === "string") {
-          text("output", ro.output)
+          text("output", ro.output, "text", SECTION_MAX, "tail")
         } else if (typeof ro.content === "string") {
-          text(`content of ${String(ro.path ?? "")}`, ro.content)
+          text(`content of ${String(ro.path ?? "")}`, ro.content, "text", CONTENT_MAX)
         } else if (d.isFailure) {
           text("error", typeof ro.error === "string" ? ro.error : r)
         } else {
@@ -260,4 +274,3 @@ export const allBlobs = (marks: Iterable<Mark>): Array<string> => {
   for (const m of marks) for (const b of blobsOf(m)) out.add(b)
   return [...out]
 }
-
