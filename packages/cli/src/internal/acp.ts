@@ -38,6 +38,7 @@ import { CliError, ExitCode } from "./exit.js"
 import * as Mcp from "./mcp.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
+import * as Telemetry from "./telemetry.js"
 import * as Tools from "./tools.js"
 import { version } from "./version.js"
 
@@ -548,6 +549,21 @@ class Live {
     const prepared = this.prepared
     return Effect.gen(function* () {
       let m = mode
+      const settings = yield* Telemetry.settings(prepared.loaded, process.env).pipe(
+        Effect.catchAll((e) =>
+          Effect.as(
+            Effect.sync(() => self.note(e.message)),
+            undefined
+          )
+        )
+      )
+      const telemetry = yield* Telemetry.start(settings, {
+        session: self.id,
+        model: prepared.config.model,
+        command: "acp",
+        resuming: mode === "resume"
+      })
+      const observed = telemetry.wrap(io)
       while (true) {
         const recorded = m === "start" ? [] : yield* prepared.store.read(self.id).pipe(Effect.orElseSucceed(() => []))
         self.liveFrom = recorded.length === 0 ? 0 : recorded[recorded.length - 1]!.seq + 1
@@ -571,8 +587,14 @@ class Live {
         }
         const program =
           m === "start"
-            ? SessionRuntime.start({ config: prepared.config, session: self.id, io, services, store: prepared.store })
-            : SessionRuntime.resume({ session: self.id, io, services, store: prepared.store })
+            ? SessionRuntime.start({
+                config: prepared.config,
+                session: self.id,
+                io: observed,
+                services,
+                store: prepared.store
+              })
+            : SessionRuntime.resume({ session: self.id, io: observed, services, store: prepared.store })
         const fiber = yield* Effect.fork(program as Effect.Effect<unknown, unknown>)
         self.fiber = fiber
         const exit = yield* Fiber.await(fiber)
@@ -604,7 +626,7 @@ class Live {
       self.idle()
       yield* prepared.plugins.close
       yield* Scope.close(self.scope, Exit.void)
-    })
+    }).pipe(Effect.scoped)
   }
 }
 

@@ -71,6 +71,19 @@ export const ConfigFile = Schema.Struct({
       value: Schema.Struct({ contextWindow: Schema.optional(PositiveInt) })
     })
   ),
+  /**
+   * OpenTelemetry (read from the user's file only; the OTEL_EXPORTER_OTLP_* variables beat it):
+   * `endpoint` (the collector's OTLP/HTTP base URL, e.g. `http://127.0.0.1:4318`), `headers`,
+   * `protocol` (`http/protobuf`, the default, or `http/json`), `serviceName` (default `muse`).
+   */
+  telemetry: Schema.optional(
+    Schema.Struct({
+      endpoint: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
+      headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+      protocol: Schema.optional(Schema.Literal("http/protobuf", "http/json")),
+      serviceName: Schema.optional(Schema.String.pipe(Schema.minLength(1)))
+    })
+  ),
   /** MCP servers, in the shape of Claude Code's `.mcp.json` (each entry is checked when it starts). */
   mcpServers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 })

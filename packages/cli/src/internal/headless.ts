@@ -9,6 +9,7 @@ import { escapeUnsafe, plain, stringifySafe, styleFor, terminalSafe } from "./an
 import { CliError, ExitCode } from "./exit.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
+import * as Telemetry from "./telemetry.js"
 import * as Tools from "./tools.js"
 
 export type OutputFormat = "text" | "json" | "stream-json"
@@ -326,14 +327,20 @@ export const run = (options: RunOptions): Effect.Effect<number, CliError> =>
     }
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
+    const telemetry = yield* Telemetry.start(yield* Telemetry.settings(prepared.loaded, options.env.env), {
+      session,
+      model: prepared.config.model,
+      command: "run",
+      resuming: false
+    })
     const stop = yield* Stop.make
-    const io: SessionRuntime.Io = {
+    const io: SessionRuntime.Io = telemetry.wrap({
       ...em.io,
       // the task is recorded with the session's start, in one write; there is nothing after it
       input: Effect.succeed(Option.none()),
       prompter: headlessPrompter(prepared.config.approvalMode, em.note),
       stop
-    }
+    })
     const program = SessionRuntime.start({
       config: prepared.config,
       session,
@@ -400,9 +407,15 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
     }
     for (const n of prepared.notices) em.note(n)
     for (const w of prepared.plugins.warnings) em.note(w)
+    const telemetry = yield* Telemetry.start(yield* Telemetry.settings(prepared.loaded, options.env.env), {
+      session,
+      model: prepared.config.model,
+      command: "resume",
+      resuming: true
+    })
     const stop = yield* Stop.make
     let notice = options.notice?.trim() ? Option.some(options.notice.trim()) : Option.none<string>()
-    const io: SessionRuntime.Io = {
+    const io: SessionRuntime.Io = telemetry.wrap({
       ...em.io,
       input: Effect.succeed(Option.none()),
       prompter: headlessPrompter(prepared.config.approvalMode, em.note),
@@ -421,7 +434,7 @@ export const resume = (options: ResumeOptions): Effect.Effect<number, CliError> 
           fromSeq = info.nextSeq
           if (info.ignored) em.note(`checkpoint not used (${info.ignored}); replaying the whole log`)
         })
-    }
+    })
     const program = SessionRuntime.resume({
       session,
       ...(prepared.moved ? { root: prepared.root } : {}),

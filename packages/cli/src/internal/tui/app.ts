@@ -20,6 +20,7 @@ import * as ModelInfo from "../modelInfo.js"
 import * as Render from "../render.js"
 import { describeTurns } from "../rewind.js"
 import * as Session from "../session.js"
+import * as Telemetry from "../telemetry.js"
 import * as Tools from "../tools.js"
 import * as Trust from "../trust.js"
 import { version } from "../version.js"
@@ -1442,7 +1443,13 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
     }
     app.screen.print(welcome(app, prepared, session, resuming))
 
-    const io: SessionRuntime.Io = {
+    const telemetry = yield* Telemetry.start(yield* Telemetry.settings(prepared.loaded, options.env.env), {
+      session,
+      model: prepared.config.model,
+      command: "interactive",
+      resuming
+    })
+    const io: SessionRuntime.Io = telemetry.wrap({
       input: Effect.map(
         Effect.promise(() => app.nextInput()),
         (t) => (t === undefined ? Option.none() : Option.some(t))
@@ -1477,7 +1484,7 @@ export const runInteractive = (options: InteractiveOptions): Effect.Effect<numbe
           app.lastOutput = text
           app.print([...escapeUnsafe(text.replace(/\n$/, ""), app.style, { newlines: true }).split("\n"), ""])
         })
-    }
+    })
     const services = (events: ReadonlyArray<Event.Envelope>): SessionRuntime.Services => ({
       languageModel: prepared.languageModel,
       plugins: prepared.plugins.plugins,

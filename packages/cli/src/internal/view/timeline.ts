@@ -137,6 +137,8 @@ export class Timeline {
   /** `<agent>:<callId>` of a delegation → its mark. */
   private readonly delegations = new Map<string, Mark>()
   private readonly toolByCall = new Map<string, Mark>()
+  /** The kind of the task each member is on (a review ends with `crew.review.done`, a message with the turn). */
+  private readonly taskKind = new Map<string, string>()
   private changed = new Set<Mark>()
   private usageSent = 0
   private lanesSent = 0
@@ -182,6 +184,19 @@ export class Timeline {
     m.events.push(e)
     this.changed.add(m)
     return m
+  }
+
+  /** End the task a member is on (one that has no `crew.task.done` of its own). */
+  private endTask(agent: string, e: Event.Envelope, status: Status) {
+    const m = this.open.get(`${agent} task`)
+    this.taskKind.delete(agent)
+    if (!m) return
+    this.open.delete(`${agent} task`)
+    for (const [k, v] of this.open) if (v === m) this.open.delete(k)
+    m.end = Math.max(m.start, e.at - this.meta.t0)
+    m.status = status
+    m.events.push(e)
+    this.changed.add(m)
   }
 
   private touch(m: Mark, e: Event.Envelope) {
@@ -231,10 +246,12 @@ export class Timeline {
       case "turn.completed": {
         const status: Status = d.status === "completed" || d.status === "budget" ? "ok" : "failed"
         this.close(`${a} turn`, e, status)
+        if (this.taskKind.get(a) === "message") this.endTask(a, e, status)
         return
       }
       case "turn.interrupted": {
         this.close(`${a} turn`, e, "interrupted")
+        if (this.taskKind.get(a) === "message") this.endTask(a, e, "interrupted")
         this.mark(e, "interrupt", `interrupted${d.reason ? `: ${d.reason}` : ""}`, { status: "interrupted" })
         return
       }
@@ -367,6 +384,7 @@ export class Timeline {
           })
           return
         }
+        this.taskKind.set(a, String(d.kind ?? "task"))
         const m = this.mark(e, "task", `${d.kind ?? "task"} from ${d.from ?? "?"}: ${d.text ?? ""}`, { open: true })
         this.open.set(`${a} task ${d.id ?? ""}`, m)
         this.open.set(`${a} task`, m)
@@ -397,6 +415,7 @@ export class Timeline {
         return
       }
       case "crew.review.done":
+        this.endTask(a, e, "ok")
         return
       case "crew.member.failed": {
         this.mark(e, "failure", `failed: ${d.error ?? ""}`, { status: "failed" })
