@@ -294,7 +294,8 @@ describe("muse with OTEL_EXPORTER_OTLP_ENDPOINT", () => {
     // what was done before the crash has been sent (spans go out every 100 ms here): the read and
     // the two model calls (a span ended but not yet sent when a process is killed is lost with it)
     const deadline = Date.now() + 20_000
-    const sentSoFar = () => spansOf(c.received).filter((s) => s.name === "execute_tool read_file" || s.name.startsWith("chat "))
+    const sentSoFar = () =>
+      spansOf(c.received).filter((s) => s.name === "execute_tool read_file" || s.name.startsWith("chat "))
     while (sentSoFar().length < 3 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 50))
     }
