@@ -286,11 +286,9 @@
           const x0 = Math.max(-2, x(s))
           const x1 = Math.min(W + 2, x(e))
           const hit = hits?.has(m[0]) ?? false
-          if (
-            cluster &&
-            x0 < cluster.x1 + (row === 2 ? 1 : 1.5) &&
-            (x1 - x0 < 3 || cluster.n > 1 || cluster.x1 - cluster.x0 < 3)
-          ) {
+          // only marks too small to tell apart are drawn as one (a bar wide enough is always its own)
+          const small = x1 - x0 < 3
+          if (cluster?.small && small && x0 < cluster.x1 + (row === 2 ? 1 : 1.5)) {
             cluster.n++
             cluster.x1 = Math.max(cluster.x1, x1, x0 + (row === 2 ? 0 : 2))
             cluster.t1 = Math.max(cluster.t1, e)
@@ -298,7 +296,7 @@
             continue
           }
           flush()
-          cluster = { n: 1, first: m, x0, x1, t0: s, t1: e, hit }
+          cluster = { n: 1, first: m, x0, x1, t0: s, t1: e, hit, small }
         }
         flush()
       })
