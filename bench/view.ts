@@ -31,9 +31,12 @@ export const description = "muse view: time to a usable page for 5k and 60k even
 const RUNS = Number(process.env.BENCH_VIEW_RUNS ?? 5)
 const cliDir = fileURLToPath(new URL("../packages/cli/", import.meta.url))
 const bin = path.join(cliDir, "dist", "bin.js")
-const CHROMIUM = [process.env.MUSE_TEST_CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"].find(
-  (c) => c && fs.existsSync(c)
-)
+const CHROMIUM = [
+  process.env.MUSE_TEST_CHROMIUM,
+  ...(process.env.PATH ?? "")
+    .split(path.delimiter)
+    .flatMap((d) => (d ? [path.join(d, "chromium"), path.join(d, "chromium-browser")] : []))
+].find((c) => c && fs.existsSync(c))
 
 const timed = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): number => {
   const t0 = performance.now()
@@ -99,7 +102,7 @@ export const run = async (): Promise<void> => {
             () =>
               new Promise<number>((r) => {
                 const t = performance.now()
-                ;document.getElementById("zoom-in").click()
+                document.getElementById("zoom-in").click()
                 requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now() - t)))
               })
           )

@@ -4,7 +4,7 @@
 #   scripts/without.sh ffmpeg,ffprobe,rg -- pnpm test
 #   scripts/without.sh newcomer -- pnpm test      # every optional program the README says is not needed
 #
-# `newcomer` stands for bwrap, ffmpeg, ffprobe, rg and postgres. `postgres` hides the machine's
+# `newcomer` stands for bwrap, ffmpeg, ffprobe, rg, chromium and postgres. `postgres` hides the machine's
 # PostgreSQL: its programs on PATH, and /usr/lib/postgresql (covered by an empty folder in a mount
 # namespace of the command's own when run as root; MUSE_PG_SYSTEM=off tells the test server to pass
 # over it in any case), so the tests start the server that comes from npm.
@@ -19,7 +19,7 @@ hide=()
 pg=false
 for h in "${asked[@]}"; do
   case "$h" in
-    newcomer) hide+=(bwrap ffmpeg ffprobe rg); pg=true ;;
+    newcomer) hide+=(bwrap ffmpeg ffprobe rg chromium); pg=true ;;
     postgres | postgresql) pg=true ;;
     *) hide+=("$h") ;;
   esac

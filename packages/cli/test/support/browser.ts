@@ -8,11 +8,16 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import type { Browser } from "playwright-core"
 
-const CANDIDATES = [process.env.MUSE_TEST_CHROMIUM, "/usr/bin/chromium", "/usr/bin/chromium-browser"]
-
-/** The chromium binary, or why there is none. */
+/** The chromium binary (`MUSE_TEST_CHROMIUM`, else `chromium` on PATH), or why there is none. */
 export const chromium = (): { readonly path: string } | { readonly skip: string } => {
-  for (const c of CANDIDATES) if (c && fs.existsSync(c)) return { path: c }
+  const given = process.env.MUSE_TEST_CHROMIUM
+  if (given) return fs.existsSync(given) ? { path: given } : { skip: `MUSE_TEST_CHROMIUM=${given} does not exist` }
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    for (const name of ["chromium", "chromium-browser"]) {
+      const file = path.join(dir, name)
+      if (dir !== "" && fs.existsSync(file)) return { path: file }
+    }
+  }
   return { skip: "no chromium on this machine (apt-get install chromium, or set MUSE_TEST_CHROMIUM)" }
 }
 
