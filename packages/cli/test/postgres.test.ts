@@ -11,6 +11,7 @@ import { EventLogPg } from "@musekit/pg"
 import { TestPostgres } from "@musekit/pg/testing"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { detailsOf, summaryOf } from "./support/browser.js"
 import { buggyRepo, ensureBuilt, fixScript, muse, museAsync, sandbox, writeScript } from "./support/cli.js"
 
 const { skip } = TestPostgres.decide()
@@ -80,6 +81,23 @@ describe.skipIf(skip !== undefined)(`muse --log postgres://…${skip ? ` (skippe
     const local = muse(["replay", session], { sb, cwd: repo })
     expect(local.code).toBe(2)
     expect(local.stderr).toContain(`no such session: "${session}"`)
+
+    // muse view reads it from the database as well: its timeline holds every model call and its diff
+    const page = path.join(sb.root, "page.html")
+    const view = muse(["view", session, "--log", url, "-o", page], { sb, cwd: repo })
+    expect(view.code, view.stderr).toBe(0)
+    const html = fs.readFileSync(page, "utf8")
+    expect(html).not.toContain(new URL(url).password)
+    const summary = summaryOf(html)
+    expect(summary.meta.events).toBe(stored.length)
+    const marks: Array<Array<any>> = summary.marks
+    expect(marks.filter((m) => summary.kinds[m[2]] === "model")).toHaveLength(
+      stored.filter((e) => e.type === "model.requested").length
+    )
+    const edit = marks.findIndex((m) => String(m[6]).startsWith("edit_file"))
+    expect(detailsOf(html)[edit][2].find((sec: Array<string>) => sec[1] === "diff")?.[2]).toContain(
+      "+export const sum = (a, b) => a + b"
+    )
   }, 120_000)
 
   it("a run killed with SIGKILL resumes from the database in another state directory; each shell append happens once; replay --verify passes", async () => {
