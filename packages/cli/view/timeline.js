@@ -306,20 +306,18 @@
     $("count").textContent = `${fmtInt(count)} shown of ${fmtInt(marks.length)} marks`
   }
 
+  // the geometry of timeline.css (.axis, .lane, .name, .m.r2), so drawing forces no layout
+  const AXIS_H = 22
+  const LANE_H = 46
+  const NAME_W = 130
+  const POINT_Y = 35
   const drawLinks = (W) => {
     const links = $("links")
     links.textContent = ""
-    const tlBox = $("timeline").getBoundingClientRect()
-    const first = document.querySelector(".track")
-    if (!first) return
-    const trackLeft = first.getBoundingClientRect().left - tlBox.left
-    links.setAttribute("width", String(tlBox.width))
-    links.setAttribute("height", String(tlBox.height))
-    const laneY = new Map()
-    document.querySelectorAll(".track").forEach((t) => {
-      const b = t.getBoundingClientRect()
-      laneY.set(Number(t.dataset.lane), b.top - tlBox.top + b.height * 0.78)
-    })
+    links.setAttribute("width", String(NAME_W + W + 8))
+    links.setAttribute("height", String(AXIS_H + S.lanes.length * LANE_H + 8))
+    const trackLeft = NAME_W
+    const laneY = (lane) => AXIS_H + lane * LANE_H + POINT_Y
     let n = 0
     for (const [id, at] of drawn) {
       if (at.row !== 2) continue
@@ -330,7 +328,7 @@
       const x1 = trackLeft + at.x
       const x2 = trackLeft + ((to[3] - v0) / (v1 - v0)) * W
       const line = svg("path", {
-        d: `M${x1},${laneY.get(m[1])} C${x1},${laneY.get(to[1]) - 10} ${x2},${laneY.get(m[1]) + 10} ${x2},${laneY.get(to[1])}`,
+        d: `M${x1},${laneY(m[1])} C${x1},${laneY(to[1]) - 10} ${x2},${laneY(m[1]) + 10} ${x2},${laneY(to[1])}`,
         class: "link"
       })
       links.append(line)
@@ -339,10 +337,9 @@
   }
 
   // charts: cumulative tokens, cumulative cost, context size per call
-  const drawCharts = () => {
+  const drawCharts = (W) => {
     const box = $("charts")
     box.textContent = ""
-    const W = trackWidth()
     const span = v1 - v0
     const H = 70
     const chart = (title, series, fmt) => {
@@ -402,7 +399,7 @@
     drawAxis(W)
     drawTracks(W)
     drawLinks(W)
-    drawCharts()
+    drawCharts(W)
   }
 
   let pending = false
@@ -725,10 +722,13 @@
       v0 = v1 - span
     }
   }
-  const fit = () => {
+  const fitView = () => {
     const full = Math.max(1000, S.meta.last)
     v0 = -full * 0.01
     v1 = full * 1.02
+  }
+  const fit = () => {
+    fitView()
     redraw()
   }
 
@@ -867,14 +867,18 @@
 
   let store = []
   const start = async () => {
+    // (the marks say where the time goes: performance.getEntriesByType("mark") in the browser's console)
+    performance.mark("muse-view-start")
     S = await inflate(JSON.parse($("summary").textContent))
     store = JSON.parse($("store").textContent)
     marks = S.marks
+    performance.mark("muse-view-inflated")
     index()
     build()
     buildLanes()
-    fit()
+    fitView()
     fillStats()
+    performance.mark("muse-view-stats")
     wire()
     drawAll()
     body.dataset.ready = "true"

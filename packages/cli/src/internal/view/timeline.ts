@@ -186,6 +186,16 @@ export class Timeline {
     return m
   }
 
+  /** End what is open under `key` as interrupted, where a new one of its kind starts (it will get no outcome). */
+  private abandon(key: string, e: Event.Envelope) {
+    const m = this.open.get(key)
+    if (!m) return
+    this.open.delete(key)
+    m.end = Math.max(m.start, e.at - this.meta.t0)
+    m.status = "interrupted"
+    this.changed.add(m)
+  }
+
   /** End the task a member is on (one that has no `crew.task.done` of its own). */
   private endTask(agent: string, e: Event.Envelope, status: Status) {
     const m = this.open.get(`${agent} task`)
@@ -239,6 +249,7 @@ export class Timeline {
       }
       case "user.message": {
         // a turn of this agent begins (a task, crew reports, a review request)
+        this.abandon(`${a} turn`, e)
         const m = this.mark(e, "turn", String(d.text ?? ""), { open: true })
         this.open.set(`${a} turn`, m)
         return
@@ -257,9 +268,14 @@ export class Timeline {
       }
       case "turn.resumed": {
         this.mark(e, "resume", `resumed: ${d.reason ?? "the session was resumed"}`)
+        // the turn goes on from here
+        this.abandon(`${a} turn`, e)
+        this.open.set(`${a} turn`, this.mark(e, "turn", "the interrupted turn, resumed", { open: true }))
         return
       }
       case "model.requested": {
+        // a request sent again after a restart: the one before it never got an answer
+        this.abandon(`${a} model`, e)
         const m = this.mark(e, "model", String(d.model ?? "model"), { open: true })
         this.open.set(`${a} model`, m)
         return
