@@ -1,51 +1,9 @@
-// The timeline page of `muse view` (inlined into the page, allowed by its hash in the page's
-// Content-Security-Policy). Every text from the log is put in with textContent or as a property,
-// never parsed as markup. The summary and the details are deflate-raw blocks inflated with the
-// browser's DecompressionStream; a mark's details are inflated when it is clicked.
+// The timeline page of `muse view` (the last of its scripts, after view/format.js and
+// view/panels.js): the lanes, the marks along time, the axis, the links from a report to its
+// delivery, the charts, zoom and pan, live updates. Every text from the log is put in with
+// textContent or as a property, never parsed as markup.
 ;(() => {
-  const $ = (id) => document.getElementById(id)
-  const el = (tag, cls, text) => {
-    const e = document.createElement(tag)
-    if (cls) e.className = cls
-    if (text !== undefined) e.textContent = text
-    return e
-  }
-  const svgNs = "http://www.w3.org/2000/svg"
-  const svg = (tag, attrs) => {
-    const e = document.createElementNS(svgNs, tag)
-    for (const k in attrs) e.setAttribute(k, String(attrs[k]))
-    return e
-  }
-
-  const fromBase64 = (b64) => {
-    if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64)
-    const bin = atob(b64)
-    const out = new Uint8Array(bin.length)
-    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i)
-    return out
-  }
-  const inflate = async (b64) => {
-    const stream = new Blob([fromBase64(b64)]).stream().pipeThrough(new DecompressionStream("deflate-raw"))
-    return JSON.parse(await new Response(stream).text())
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // formatting
-
-  const fmtInt = (n) => Math.round(n).toLocaleString("en-US")
-  const fmtDur = (ms) => {
-    if (ms < 1000) return `${Math.round(ms)}ms`
-    if (ms < 60000) return `${(ms / 1000).toFixed(1)}s`
-    if (ms < 3600000) return `${Math.floor(ms / 60000)}m${String(Math.floor((ms % 60000) / 1000)).padStart(2, "0")}s`
-    return `${Math.floor(ms / 3600000)}h${String(Math.floor((ms % 3600000) / 60000)).padStart(2, "0")}m`
-  }
-  const fmtCost = (usd) => (usd < 0.01 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`)
-  const two = (n) => String(n).padStart(2, "0")
-  const clock = (t) => {
-    const d = new Date(S.meta.t0 + t)
-    return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
-  }
-
+  const { $, el, svg, inflate, fmtInt, fmtCost, two } = globalThis.MuseView
   // ------------------------------------------------------------------------------------------
   // state
 
@@ -55,9 +13,6 @@
   let marks = []
   const indexOf = new Map()
   let byLane = []
-  const chunkCache = new Map()
-  const liveDetails = new Map()
-  let detailText = null
   let v0 = 0
   let v1 = 1
   let selected = -1
@@ -66,6 +21,10 @@
   const SPAN_KINDS = new Set(["turn", "task", "model", "tool", "approval", "rewind"])
   const BAND_KINDS = new Set(["turn", "task"])
 
+  const clock = (t) => {
+    const d = new Date(S.meta.t0 + t)
+    return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
+  }
   const kindOf = (m) => S.kinds[m[2]]
   const statusOf = (m) => S.statuses[m[5]]
   const endOf = (m) => (m[4] < 0 ? S.meta.last : m[4])
@@ -73,6 +32,38 @@
     const k = kindOf(m)
     return BAND_KINDS.has(k) ? 0 : SPAN_KINDS.has(k) ? 1 : 2
   }
+
+  const panels = globalThis.MuseView.panels({
+    get S() {
+      return S
+    },
+    get marks() {
+      return marks
+    },
+    get indexOf() {
+      return indexOf
+    },
+    get selected() {
+      return selected
+    },
+    set selected(id) {
+      selected = id
+    },
+    get query() {
+      return query
+    },
+    get hits() {
+      return hits
+    },
+    set hits(h) {
+      hits = h
+    },
+    kindOf,
+    statusOf,
+    endOf,
+    clock,
+    redraw: () => redraw()
+  })
 
   const index = () => {
     indexOf.clear()
@@ -412,210 +403,6 @@
     })
   }
 
-  // ------------------------------------------------------------------------------------------
-  // stats and tables
-
-  const fillStats = () => {
-    const meta = S.meta
-    const sub = $("sub")
-    sub.textContent = ""
-    const parts = [
-      `session ${meta.session}`,
-      meta.model ? `model ${meta.model}` : "",
-      meta.root,
-      `started ${new Date(meta.t0).toLocaleString()}`,
-      S.live ? "live" : "",
-      meta.fork ? `fork of ${meta.fork.session} at seq ${meta.fork.seq}` : ""
-    ].filter((p) => p)
-    for (const p of parts) sub.append(el("span", p === "live" ? "pill live" : "pill", p))
-    let model = 0
-    let modelMs = 0
-    let tool = 0
-    let toolMs = 0
-    let tin = 0
-    let tout = 0
-    let cached = 0
-    let cost = 0
-    let priced = false
-    const per = S.lanes.map(() => ({ model: 0, modelMs: 0, tool: 0, toolMs: 0, tokens: 0, cost: 0 }))
-    for (const m of marks) {
-      const k = kindOf(m)
-      const dur = Math.max(0, endOf(m) - m[3])
-      if (k === "model") {
-        model++
-        modelMs += dur
-        per[m[1]].model++
-        per[m[1]].modelMs += dur
-      } else if (k === "tool" || k === "merge" || k === "report" || k === "verdict") {
-        tool++
-        toolMs += dur
-        per[m[1]].tool++
-        per[m[1]].toolMs += dur
-      }
-    }
-    for (const u of S.usage) {
-      tin += u[2]
-      tout += u[3]
-      cached += u[4]
-      per[u[1]].tokens += u[2] + u[3]
-      if (u[5] >= 0) {
-        cost += u[5]
-        per[u[1]].cost += u[5]
-        priced = true
-      }
-    }
-    const stats = $("stats")
-    stats.textContent = ""
-    const card = (label, value, note) => {
-      const c = el("div", "card")
-      c.append(el("div", "value", value), el("div", "label", label))
-      if (note) c.append(el("div", "note", note))
-      stats.append(c)
-    }
-    card("elapsed", fmtDur(meta.last), `${fmtInt(meta.events)} events`)
-    card("agents", String(S.lanes.length), S.lanes.map((l) => l[0]).join(", "))
-    card("model calls", fmtInt(model), `${fmtDur(modelMs)} waiting on models`)
-    card("tool calls", fmtInt(tool), `${fmtDur(toolMs)} running tools`)
-    card("tokens", fmtInt(tin + tout), `${fmtInt(tin)} in (${fmtInt(cached)} cached) · ${fmtInt(tout)} out`)
-    card("cost", priced ? fmtCost(cost) : "—", priced ? "" : "the model's price is not known")
-
-    const tables = $("tables")
-    tables.textContent = ""
-    const table = (title, head, rows, onClick) => {
-      const wrap = el("div", "table")
-      wrap.append(el("h2", "", title))
-      const t = el("table")
-      const tr = el("tr")
-      for (const h of head) tr.append(el("th", "", h))
-      t.append(tr)
-      for (const r of rows) {
-        const row = el("tr")
-        for (const c of r.cells) row.append(el("td", "", c))
-        if (onClick && r.id !== undefined) {
-          row.className = "click"
-          row.dataset.id = String(r.id)
-        }
-        t.append(row)
-      }
-      wrap.append(t)
-      tables.append(wrap)
-      return t
-    }
-    table(
-      "time by agent: model vs tools",
-      ["agent", "model calls", "model time", "tool calls", "tool time", "tokens", "cost"],
-      S.lanes.map((l, i) => ({
-        cells: [
-          l[0],
-          fmtInt(per[i].model),
-          fmtDur(per[i].modelMs),
-          fmtInt(per[i].tool),
-          fmtDur(per[i].toolMs),
-          fmtInt(per[i].tokens),
-          priced ? fmtCost(per[i].cost) : "—"
-        ]
-      }))
-    )
-    const slow = marks
-      .filter((m) => {
-        const k = kindOf(m)
-        return k === "model" || k === "tool" || k === "merge"
-      })
-      .map((m) => [endOf(m) - m[3], m])
-      .sort((a, b) => b[0] - a[0])
-      .slice(0, 12)
-    table(
-      "slowest calls",
-      ["took", "agent", "kind", "what"],
-      slow.map(([d, m]) => ({ id: m[0], cells: [fmtDur(d), S.lanes[m[1]]?.[0] ?? "?", kindOf(m), m[6]] })),
-      true
-    )
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // details
-
-  const chunkOf = async (idx) => {
-    const c = Math.floor(idx / S.chunk)
-    let got = chunkCache.get(c)
-    if (!got) {
-      got = inflate(store[c])
-      chunkCache.set(c, got)
-    }
-    return (await got)[idx - c * S.chunk]
-  }
-  const detailOf = async (id) => {
-    if (liveDetails.has(id)) return liveDetails.get(id)
-    const idx = indexOf.get(id)
-    if (idx === undefined || idx >= store.length * S.chunk) return null
-    return chunkOf(idx)
-  }
-
-  const showDetail = async (id) => {
-    selected = id
-    for (const d of document.querySelectorAll(".m.sel")) d.classList.remove("sel")
-    const node = document.querySelector(`.m[data-id="${id}"]`)
-    if (node) node.classList.add("sel")
-    const box = $("detail")
-    box.textContent = ""
-    const m = marks[indexOf.get(id)]
-    if (!m) return
-    box.append(el("p", "hint", "loading…"))
-    const d = await detailOf(id)
-    if (selected !== id) return
-    box.textContent = ""
-    box.dataset.id = String(id)
-    box.dataset.kind = kindOf(m)
-    const close = el("button", "btn close", "×")
-    close.id = "close"
-    close.title = "close"
-    box.append(close)
-    box.append(el("h2", `k-${kindOf(m)}`, d ? d[0] : `${kindOf(m)}: ${m[6]}`))
-    if (!d) {
-      box.append(el("p", "hint", "No details for this mark."))
-      return
-    }
-    const rows = el("table", "rows")
-    const lane = S.lanes[m[1]] ?? ["?", "?"]
-    const when = new Date(S.meta.t0 + m[3])
-    const own = [
-      ["agent", lane[1] !== lane[0] ? `${lane[0]} (${lane[1]})` : lane[0]],
-      ["at", `${when.toLocaleDateString()} ${clock(m[3])}.${String(when.getMilliseconds()).padStart(3, "0")}`]
-    ]
-    if (m[4] < 0) own.push(["state", "in flight (no outcome in the log yet)"])
-    else if (m[4] > m[3]) own.push(["took", fmtDur(m[4] - m[3])])
-    if (statusOf(m) !== "ok" && statusOf(m) !== "open") own.push(["status", statusOf(m)])
-    if (m[7]) own.push(["files", m[7].split("\n").join(", ")])
-    for (const [k, v] of [...own, ...d[1]]) {
-      const tr = el("tr")
-      tr.append(el("th", "", k), el("td", "", v))
-      rows.append(tr)
-    }
-    box.append(rows)
-    for (const [title, kind, text] of d[2]) {
-      const sec = el("section", `sec sec-${kind}`)
-      sec.append(el("h3", "", title))
-      const pre = el("pre", kind === "diff" ? "diff" : "")
-      if (kind === "diff") {
-        for (const l of text.split("\n")) {
-          const cls =
-            l.startsWith("+++") || l.startsWith("---")
-              ? "dh"
-              : l.startsWith("@@")
-                ? "dc"
-                : l.startsWith("+")
-                  ? "da"
-                  : l.startsWith("-")
-                    ? "dr"
-                    : ""
-          pre.append(el("span", cls, `${l}\n`))
-        }
-      } else pre.textContent = text
-      sec.append(pre)
-      box.append(sec)
-    }
-  }
-
   const focusOn = (id) => {
     const m = marks[indexOf.get(id)]
     if (!m) return
@@ -625,74 +412,7 @@
       v0 = Math.max(0, mid - span / 2)
       v1 = v0 + span
     }
-    showDetail(id)
-    redraw()
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // search
-
-  let loading = null
-  const loadAllDetails = () => {
-    loading ??= inflateAll()
-    return loading
-  }
-  const inflateAll = async () => {
-    const texts = new Map()
-    for (let c = 0; c < store.length; c++) {
-      const got = chunkCache.get(c) ?? inflate(store[c])
-      chunkCache.set(c, got)
-      const list = await got
-      list.forEach((d, j) => {
-        const m = marks[c * S.chunk + j]
-        if (m) texts.set(m[0], `${d[1].map((r) => r[1]).join(" ")} ${d[2].map((s) => s[2]).join(" ")}`.toLowerCase())
-      })
-    }
-    detailText = texts
-    if (query) runSearch()
-  }
-
-  const runSearch = () => {
-    const results = $("results")
-    results.textContent = ""
-    if (!query) {
-      hits = null
-      body.classList.remove("searching")
-      redraw()
-      return
-    }
-    hits = new Set()
-    const list = []
-    for (const m of marks) {
-      const hay = `${m[6]}\n${m[7]}\n${S.lanes[m[1]]?.[0] ?? ""} ${kindOf(m)}`.toLowerCase()
-      if (hay.includes(query) || detailText?.get(m[0])?.includes(query)) {
-        hits.add(m[0])
-        if (list.length < 200) list.push(m)
-      }
-    }
-    // the details are searched too, once inflated (on the first search: a page only looked at never pays for it)
-    if (!detailText) void loadAllDetails()
-    body.classList.add("searching")
-    results.append(
-      el(
-        "h2",
-        "",
-        `${fmtInt(hits.size)} marks match “${query}”${detailText ? "" : " (searching the details too once they are loaded)"}`
-      )
-    )
-    const ul = el("ul", "hits")
-    for (const m of list) {
-      const li = el("li", "click")
-      li.dataset.id = String(m[0])
-      li.append(
-        el("span", `key k-${kindOf(m)}`, kindOf(m)),
-        el("span", "who", S.lanes[m[1]]?.[0] ?? "?"),
-        el("span", "at", clock(m[3])),
-        el("span", "what", m[6])
-      )
-      ul.append(li)
-    }
-    results.append(ul)
+    panels.showDetail(id)
     redraw()
   }
 
@@ -786,7 +506,7 @@
         redraw()
         return
       }
-      showDetail(Number(t.dataset.id))
+      panels.showDetail(Number(t.dataset.id))
     })
     document.addEventListener("click", (ev) => {
       const t = ev.target
@@ -808,7 +528,7 @@
       clearTimeout(timer)
       timer = setTimeout(() => {
         query = ev.target.value.trim().toLowerCase()
-        runSearch()
+        panels.runSearch()
       }, 120)
     })
     window.addEventListener("resize", redraw)
@@ -843,7 +563,7 @@
           added = true
         } else marks[at] = m
       }
-      for (const [id, d] of u.details) liveDetails.set(id, d)
+      for (const [id, d] of u.details) panels.addLiveDetail(id, d)
       for (const p of u.usage) S.usage.push(p)
       S.meta = u.meta
       if (u.lanes.length > 0) buildLanes()
@@ -853,10 +573,10 @@
         v1 = S.meta.last * 1.02
         v0 = Math.max(v1 - span, -S.meta.last * 0.01)
       }
-      fillStats()
-      if (query && added) runSearch()
+      panels.fillStats()
+      if (query && added) panels.runSearch()
       else redraw()
-      if (selected >= 0 && u.marks.some((m) => m[0] === selected)) showDetail(selected)
+      if (selected >= 0 && u.marks.some((m) => m[0] === selected)) panels.showDetail(selected)
     })
     source.addEventListener("open", () => status?.classList.remove("lost"))
     source.addEventListener("error", () => status?.classList.add("lost"))
@@ -865,19 +585,18 @@
   // ------------------------------------------------------------------------------------------
   // start
 
-  let store = []
   const start = async () => {
     // (the marks say where the time goes: performance.getEntriesByType("mark") in the browser's console)
     performance.mark("muse-view-start")
     S = await inflate(JSON.parse($("summary").textContent))
-    store = JSON.parse($("store").textContent)
+    panels.setStore(JSON.parse($("store").textContent))
     marks = S.marks
     performance.mark("muse-view-inflated")
     index()
     build()
     buildLanes()
     fitView()
-    fillStats()
+    panels.fillStats()
     performance.mark("muse-view-stats")
     wire()
     drawAll()

@@ -2,7 +2,7 @@
  * The timeline page: one self-contained HTML file (no network, no server) made from a folded
  * session. The marks are summarised in a deflate-compressed block the page inflates with the
  * browser's `DecompressionStream`; each mark's details sit in compressed chunks of their own,
- * inflated when one is clicked. The page's script and style are the files in `view/` beside the
+ * inflated when one is clicked. The page's scripts and style are the files in `view/` beside the
  * package, inlined and allowed by their hashes in a Content-Security-Policy that allows nothing
  * else: no script from a log can run, and the page loads nothing from anywhere.
  *
@@ -73,25 +73,28 @@ export const escapeHtml = (s: string): string =>
 
 const sha256 = (text: string) => createHash("sha256").update(text, "utf8").digest("base64")
 
-let assets: { readonly script: string; readonly style: string } | undefined
-/** The page's script and style (read once). */
+/** The page's scripts, in the order they run: helpers, panels, the timeline (each reads what the one before defined). */
+const SCRIPTS = ["format.js", "panels.js", "timeline.js"] as const
+
+let assets: { readonly scripts: ReadonlyArray<string>; readonly style: string } | undefined
+/** The page's scripts and style (read once). */
 export const pageAssets = () => {
   if (!assets) {
     const dir = path.join(packageDir(), "view")
     assets = {
-      script: fs.readFileSync(path.join(dir, "timeline.js"), "utf8"),
+      scripts: SCRIPTS.map((f) => fs.readFileSync(path.join(dir, f), "utf8")),
       style: fs.readFileSync(path.join(dir, "timeline.css"), "utf8")
     }
   }
   return assets
 }
 
-/** The Content-Security-Policy of the page: its own script and style, nothing else. */
+/** The Content-Security-Policy of the page: its own scripts and style, nothing else. */
 export const policy = (live: boolean): string => {
-  const { script, style } = pageAssets()
+  const { scripts, style } = pageAssets()
   return [
     "default-src 'none'",
-    `script-src 'sha256-${sha256(script)}'`,
+    `script-src ${scripts.map((s) => `'sha256-${sha256(s)}'`).join(" ")}`,
     `style-src 'sha256-${sha256(style)}'`,
     "img-src data:",
     live ? "connect-src 'self'" : "connect-src 'none'",
@@ -125,7 +128,7 @@ export const summaryOf = (t: Timeline, live: string | undefined, generatedBy: st
 
 /** The whole page. */
 export const render = (t: Timeline, options: RenderOptions = {}): string => {
-  const { script, style } = pageAssets()
+  const { scripts, style } = pageAssets()
   const summary = deflate(JSON.stringify(summaryOf(t, options.live, options.generatedBy)))
   const chunks: Array<string> = []
   for (let i = 0; i < t.marks.length; i += CHUNK) {
@@ -148,7 +151,7 @@ export const render = (t: Timeline, options: RenderOptions = {}): string => {
     "<noscript>This page draws the session with JavaScript; without it, read the log with: muse log</noscript>",
     `<script type="application/json" id="summary">${scriptJson(summary)}</script>`,
     `<script type="application/json" id="store">${scriptJson(chunks)}</script>`,
-    `<script>${script}</script>`,
+    ...scripts.map((script) => `<script>${script}</script>`),
     "</body>",
     "</html>",
     ""
