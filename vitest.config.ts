@@ -30,6 +30,9 @@ export default defineConfig({
     ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // a worker that ends its Postgres or child processes can take more than the default 10 s to
+    // exit when both cores are busy
+    teardownTimeout: 60_000,
     pool: "forks",
     // Vitest's default is one worker per core but one; most files wait on processes they start, so
     // a 2-core machine runs two at once (the tests hold with both cores busy)

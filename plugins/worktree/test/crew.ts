@@ -47,6 +47,15 @@ export const newCrewRun = (session: string): CrewRun => {
 export const startCrew = (r: CrewRun, env?: NodeJS.ProcessEnv) =>
   launch(script, [r.state, r.session, r.repo], { group: true, env: { ...process.env, ...env } })
 
+/** A file at a revision, or what git said when it is not there. */
+const shown = (repo: string, rev: string) => {
+  try {
+    return sh(repo, "show", rev)
+  } catch (e) {
+    return `(${String((e as { stderr?: unknown }).stderr ?? e).trim()})`
+  }
+}
+
 /** The folder holding the session's worktrees. */
 export const worktreeDir = (r: CrewRun) =>
   path.join(path.dirname(r.repo), ".muse-worktrees", path.basename(r.repo), r.session)
@@ -73,7 +82,7 @@ export const problemsOf = async (r: CrewRun): Promise<Array<string>> => {
     .map((l) => l.split(" "))
   for (const w of WORKERS) {
     for (const f of ["a.txt", "b.txt"]) {
-      const got = sh(r.repo, "show", `main:${w}/${f}`)
+      const got = shown(r.repo, `main:${w}/${f}`)
       if (got !== `${f} of ${w}`) problems.push(`${w}/${f} on main is ${JSON.stringify(got)}`)
     }
     const into = merges.filter((m) => m.slice(2).some((p) => tips.get(p) === w))
