@@ -6,8 +6,9 @@
  *   (spawn → the `model.requested` line of `--output-format stream-json`; the event is durable
  *   just before the request is made), against `node -e 0` of the same run.
  *
- * Run with `pnpm bench cli` (`BENCH_CLI_RUNS` sets N, default 15). Figures also go to
- * `bench/out/cli.json`.
+ * Run with `pnpm bench cli` (`BENCH_CLI_RUNS` sets N, default 15). `BENCH_CLI_BASELINE=<another
+ * build's dist/bin.js>` (e.g. main's, in a worktree of its own) measures that build too, interleaved
+ * with this one in the same run. Figures also go to `bench/out/cli.json`.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -34,13 +35,15 @@ const timeSync = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): number =
   return ms
 }
 
+const baseline = process.env.BENCH_CLI_BASELINE ? path.resolve(process.env.BENCH_CLI_BASELINE) : undefined
+
 /** Spawn `muse run` and time until its stream shows the first model request. */
-const timeFirstRequest = (dir: string, script: string, env: NodeJS.ProcessEnv): Promise<number> =>
+const timeFirstRequest = (dir: string, script: string, env: NodeJS.ProcessEnv, of: string = bin): Promise<number> =>
   new Promise((resolve, reject) => {
     const t0 = performance.now()
     const child = spawn(
       process.execPath,
-      [bin, "run", "say hello", "--script", script, "--no-crew", "--output-format", "stream-json"],
+      [of, "run", "say hello", "--script", script, "--no-crew", "--output-format", "stream-json"],
       { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] }
     )
     let buf = ""
@@ -77,10 +80,20 @@ export const run = async (): Promise<void> => {
   const nodeE: Array<number> = []
   const version: Array<number> = []
   const first: Array<number> = []
+  const baseVersion: Array<number> = []
+  const baseFirst: Array<number> = []
+  if (baseline) {
+    timeSync([baseline, "--version"], env)
+    await timeFirstRequest(dir, script, env, baseline)
+  }
   for (let i = 0; i < RUNS; i++) {
     nodeE.push(timeSync(["-e", "0"], env))
     version.push(timeSync([bin, "--version"], env))
     first.push(await timeFirstRequest(dir, script, env))
+    if (baseline) {
+      baseVersion.push(timeSync([baseline, "--version"], env))
+      baseFirst.push(await timeFirstRequest(dir, script, env, baseline))
+    }
   }
   fs.rmSync(dir, { recursive: true, force: true })
 
@@ -98,7 +111,23 @@ export const run = async (): Promise<void> => {
         fmtMs(firstMed),
         fmtMs(percentile(first, 0.9)),
         `${(firstMed / nodeMed).toFixed(2)}x`
-      ]
+      ],
+      ...(baseline
+        ? [
+            [
+              "baseline: muse --version",
+              fmtMs(median(baseVersion)),
+              fmtMs(percentile(baseVersion, 0.9)),
+              `${(median(baseVersion) / nodeMed).toFixed(2)}x`
+            ],
+            [
+              "baseline: muse run → first model request",
+              fmtMs(median(baseFirst)),
+              fmtMs(percentile(baseFirst, 0.9)),
+              `${(median(baseFirst) / nodeMed).toFixed(2)}x`
+            ]
+          ]
+        : [])
     ]
   )
   const file = writeFigures("cli", {
@@ -109,7 +138,10 @@ export const run = async (): Promise<void> => {
     versionRatio: versionMed / nodeMed,
     firstModelRequestMs: firstMed,
     firstModelRequestP90Ms: percentile(first, 0.9),
-    firstRequestMinusNodeMs: firstMed - nodeMed
+    firstRequestMinusNodeMs: firstMed - nodeMed,
+    ...(baseline
+      ? { baseline, baselineVersionMs: median(baseVersion), baselineFirstModelRequestMs: median(baseFirst) }
+      : {})
   })
   process.stdout.write(`\nfigures: ${path.relative(process.cwd(), file)}\n`)
 }
