@@ -578,6 +578,8 @@
       else redraw()
       if (selected >= 0 && u.marks.some((m) => m[0] === selected)) panels.showDetail(selected)
     })
+    // the server no longer holds every update since this page was made: a fresh page has them all
+    source.addEventListener("reload", () => location.reload())
     source.addEventListener("open", () => status?.classList.remove("lost"))
     source.addEventListener("error", () => status?.classList.add("lost"))
   }
