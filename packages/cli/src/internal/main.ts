@@ -193,7 +193,7 @@ export const main = async (pio: ProcessIo): Promise<number> => {
 
   const interactive = (flags: Session.Flags, resumeId: string | undefined, resuming: boolean) =>
     Effect.gen(function* () {
-      const tui = yield* Effect.promise(() => import("./tui/app.js"))
+      const tui = yield* Effect.promise(() => import("./tui/run.js"))
       exitCode = yield* tui.runInteractive({
         flags,
         env,
