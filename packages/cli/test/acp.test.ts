@@ -9,7 +9,17 @@ import { Readable, Writable } from "node:stream"
 import * as acp from "@agentclientprotocol/sdk"
 import { Sandbox as OsSandbox } from "@musekit/node"
 import { beforeAll, describe, expect, it } from "vitest"
-import { bin, buggyRepo, ensureBuilt, muse, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
+import {
+  bin,
+  buggyRepo,
+  ensureBuilt,
+  muse,
+  pathWithout,
+  readLog,
+  type Sandbox,
+  sandbox,
+  writeScript
+} from "./support/cli.js"
 
 beforeAll(() => ensureBuilt(), 240_000)
 
@@ -92,9 +102,14 @@ const editor = async (
   args: ReadonlyArray<string>,
   cwd: string,
   term?: ReturnType<typeof terminals>,
-  files?: ReturnType<typeof editorFiles>
+  files?: ReturnType<typeof editorFiles>,
+  options: { readonly notices?: boolean; readonly env?: NodeJS.ProcessEnv } = {}
 ): Promise<Editor> => {
-  const child = spawn(process.execPath, [bin, "acp", ...args], { cwd, env: sb.env, stdio: ["pipe", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [bin, "acp", ...args], {
+    cwd,
+    env: { ...sb.env, ...options.env },
+    stdio: ["pipe", "pipe", "pipe"]
+  })
   let stderr = ""
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
   const updates: Array<acp.SessionNotification> = []
@@ -133,7 +148,8 @@ const editor = async (
     clientInfo: { name: "test-editor", version: "1.0.0" },
     clientCapabilities: {
       fs: { readTextFile: files !== undefined, writeTextFile: files !== undefined },
-      terminal: term !== undefined
+      terminal: term !== undefined,
+      ...(options.notices === false ? {} : { session: { notices: {} } })
     }
   })
   expect(init.agentCapabilities?.loadSession).toBe(true)
@@ -589,6 +605,49 @@ describe("muse acp", () => {
       ).rejects.toThrow(/no such session: "20990101-000000-abcdef"/)
     } finally {
       await ed.close()
+    }
+  })
+
+  it("muse's own warnings reach the editor as notices (or a message marked as muse's), never in the agent's text, once per connection", async () => {
+    const sb = sandbox()
+    const repo = buggyRepo(sb.root)
+    // a machine where no OS sandbox can run: muse says so
+    const env = { PATH: pathWithout(sb.root, "bwrap") }
+    const script = writeScript(sb, "notice", { replies: [{ when: "hi", steps: [{ text: "Hello." }] }] })
+    for (const notices of [true, false]) {
+      const ed = await editor(sb, ["--script", script], repo, undefined, undefined, { notices, env })
+      try {
+        const { sessionId } = await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })
+        const r = await ed.agent.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "hi" }] })
+        expect(r.stopReason).toBe("end_turn")
+        const own = ed.updates.filter(
+          (u) => u.update.sessionUpdate === "notice" || (u.update as any)._meta?.["musekit/notice"] !== undefined
+        )
+        if (process.platform === "linux") {
+          expect(own).toHaveLength(1)
+          if (notices)
+            expect(own[0]!.update).toMatchObject({
+              sessionUpdate: "notice",
+              severity: "warning",
+              title: "no OS sandbox for shell commands"
+            })
+          else expect(kinds(own)).toEqual(["agent_message_chunk"])
+          expect(JSON.stringify(own[0]!.update)).toContain("apt-get install bubblewrap")
+        }
+        // the agent's own text is the model's, whatever muse had to say
+        const agentText = ed.updates
+          .filter((u) => !own.includes(u))
+          .filter((u) => u.update.sessionUpdate === "agent_message_chunk")
+          .map((u) => (u.update as { content: { text?: string } }).content.text ?? "")
+          .join("")
+        expect(agentText).toBe("Hello.")
+        // a second session on the same connection is not told again
+        const before = ed.updates.length
+        await ed.agent.request("session/new", { cwd: repo, mcpServers: [] })
+        expect(ed.updates.slice(before).filter((u) => u.update.sessionUpdate === "notice")).toHaveLength(0)
+      } finally {
+        await ed.close()
+      }
     }
   })
 })

@@ -3,7 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Sandbox as OsSandbox } from "@musekit/node"
 import { beforeAll, describe, expect, it } from "vitest"
-import { bin, ensureBuilt, muse, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
+import { bin, ensureBuilt, muse, pathWithout, readLog, type Sandbox, sandbox, writeScript } from "./support/cli.js"
 import { spawnInTerminal } from "./support/terminal.js"
 
 // The OS sandbox through the real binary: --sandbox and the config key recorded in session.started,
@@ -56,20 +56,6 @@ const runJson = (sb: Sandbox, cwd: string, script: string, args: ReadonlyArray<s
   const said = [r.stderr, ...((result?.output as Array<string> | undefined) ?? [])].join("\n")
   return { ...r, result, said }
 }
-
-/** PATH with every folder that holds `bwrap` replaced by links to everything else in it. */
-const pathWithoutBwrap = (root: string) =>
-  (process.env.PATH ?? "")
-    .split(path.delimiter)
-    .map((dir, i) => {
-      if (!fs.existsSync(path.join(dir, "bwrap"))) return dir
-      const shadow = path.join(root, `path-${i}`)
-      fs.mkdirSync(shadow, { recursive: true })
-      for (const name of fs.readdirSync(dir))
-        if (name !== "bwrap") fs.symlinkSync(path.join(dir, name), path.join(shadow, name))
-      return shadow
-    })
-    .join(path.delimiter)
 
 describe.skipIf(!available)("muse and the OS sandbox", () => {
   it("/status says what the session's sandbox uses: a long-lived one that fell back to one per command says why", async () => {
@@ -178,7 +164,7 @@ describe("muse where no sandbox can run", () => {
   it("says so once at start and runs the command guarded by approvals only", () => {
     const sb = sandbox()
     const cwd = project(sb)
-    const env = { PATH: pathWithoutBwrap(sb.root) }
+    const env = { PATH: pathWithout(sb.root, "bwrap") }
     const r = runJson(sb, cwd, shellScript(sb, "echo x > here.txt"), ["--approval-mode", "auto"], env)
     expect(r.code, r.stderr).toBe(0)
     if (process.platform === "linux") {

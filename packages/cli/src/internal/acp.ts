@@ -35,6 +35,7 @@ import { EventLogFile, Sandbox, SessionRuntime } from "@musekit/node"
 import { Cause, Effect, Exit, Fiber, Option, Scope } from "effect"
 import { plain } from "./ansi.js"
 import { CliError, ExitCode } from "./exit.js"
+import { noticeUpdate } from "./acpNotice.js"
 import * as Mcp from "./mcp.js"
 import * as Render from "./render.js"
 import * as Session from "./session.js"
@@ -691,6 +692,10 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
     const sessions = new Map<string, Live>()
     let terminal = false
     let editorFs: EditorFs = { read: false, write: false }
+    // an editor that presents notices gets muse's own lines as notices; one that does not gets them
+    // as a message marked as muse's (`_meta`), never inside the agent's text. Each once per connection
+    let notices = false
+    const noticed = new Set<string>()
     const fail = (code: number, message: string) => new sdk.RequestError(code, message)
 
     const start = async (
@@ -722,7 +727,9 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
       const live = new Live(id, prepared.right, client, note, terminal, scope, editorFs)
       for (const w of [...prepared.right.notices, ...prepared.right.plugins.warnings]) {
         note(w)
-        live.send({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: `(${w})\n` } })
+        if (noticed.has(w)) continue
+        noticed.add(w)
+        live.send(noticeUpdate(w, notices))
       }
       return live
     }
@@ -803,6 +810,7 @@ export const run = (options: Options): Effect.Effect<number, CliError> =>
       .agent({ name: "muse" })
       .onRequest("initialize", ({ params }) => {
         terminal = params.clientCapabilities?.terminal === true
+        notices = params.clientCapabilities?.session?.notices != null
         editorFs = {
           read: params.clientCapabilities?.fs?.readTextFile === true,
           write: params.clientCapabilities?.fs?.writeTextFile === true

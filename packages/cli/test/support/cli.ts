@@ -89,6 +89,23 @@ export const sandbox = (extraEnv: NodeJS.ProcessEnv = {}): Sandbox => {
   return { root, state, home, scripts, env }
 }
 
+/**
+ * PATH with every folder that holds one of `programs` replaced by links to everything else in it:
+ * the machine as one without those programs sees it.
+ */
+export const pathWithout = (root: string, ...programs: ReadonlyArray<string>): string =>
+  (process.env.PATH ?? "")
+    .split(path.delimiter)
+    .map((dir, i) => {
+      if (!programs.some((p) => fs.existsSync(path.join(dir, p)))) return dir
+      const shadow = path.join(root, `path-${i}`)
+      fs.mkdirSync(shadow, { recursive: true })
+      for (const name of fs.readdirSync(dir))
+        if (!programs.includes(name)) fs.symlinkSync(path.join(dir, name), path.join(shadow, name))
+      return shadow
+    })
+    .join(path.delimiter)
+
 /** A real git repository whose unit test fails until `sum.js` adds. */
 export const buggyRepo = (parent: string): string => {
   const dir = fs.mkdtempSync(path.join(parent, "repo-"))
