@@ -25,4 +25,3 @@ export const noticeUpdate = (line: string, notices: boolean): acp.SessionUpdate 
         _meta: { "musekit/notice": { severity: "warning" } }
       }
 }
-
